@@ -1,0 +1,37 @@
+# The two entry points of the README. Both install missing Debian packages
+# first (scripts/install-deps.sh), then build with CMake + Ninja in build/.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PYTHON ?= /usr/bin/python3
+
+.PHONY: all build deps doctor test test-fast fuzz bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Until `mldoctor check` exists, the doctor looks at the Python interpreter.
+doctor: build
+	@$(BUILD)/mldoctor libs $$(readlink -f $(PYTHON))
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Everything but the scenario tests labelled "slow".
+test-fast: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+
+fuzz: deps
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMLD_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+bench: build
+	@bench/run.sh
+
+clean:
+	rm -rf $(BUILD) build-fuzz

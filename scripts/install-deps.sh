@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mldoctor needs to build and test, only those
+# that are missing, without prompts. Safe to run repeatedly.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --build    build dependencies only
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config
+  libfmt-dev nlohmann-json3-dev libcli11-dev
+  googletest libgtest-dev libgmock-dev
+)
+test_pkgs=(
+  python3 patchelf libtree pax-utils ripgrep
+  clang-14 libclang-rt-14-dev
+)
+
+pkgs=("${build_pkgs[@]}")
+if [ "${1:-}" != "--build" ]; then pkgs+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

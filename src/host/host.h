@@ -1,0 +1,94 @@
+// host.h — the only door to the machine. Every fact mldoctor reads about a
+// host (files under /etc, /proc, /sys, the library directories, environment
+// variables, CPU features) goes through a Host, which resolves absolute paths
+// under a configurable root. `--root DIR` therefore analyses a mounted image
+// or a fixture tree exactly as it would analyse the live machine.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/base.h"
+
+namespace mld::host {
+
+// Identity of a file as the loader sees it (glibc compares st_dev/st_ino to
+// decide that two paths name an object that is already loaded).
+struct FileId {
+  u64 dev = 0;
+  u64 ino = 0;
+  bool operator==(const FileId&) const = default;
+  bool operator<(const FileId& o) const {
+    return dev != o.dev ? dev < o.dev : ino < o.ino;
+  }
+};
+
+enum class FileKind { Missing, Regular, Directory, Other, Error };
+
+struct FileStat {
+  FileKind kind = FileKind::Missing;
+  FileId id;
+  u64 size = 0;
+  int error = 0;  // errno when kind is Error or Missing
+};
+
+// x86-64 micro-architecture levels as glibc's glibc-hwcaps names them.
+struct CpuFeatures {
+  int x86_64_level = 1;       // 1..4; 0 when not x86-64
+  bool haswell_platform = false;  // glibc's "haswell" AT_PLATFORM override
+  bool avx512_1 = false;          // glibc's legacy "avx512_1" hwcap name
+};
+
+class Host {
+ public:
+  // The live machine: root "/", the process environment.
+  static Host live();
+  // A tree mounted at `root` with an explicit environment.
+  Host(std::string root, std::map<std::string, std::string> env);
+
+  const std::string& root() const { return root_; }
+  bool is_live_root() const { return root_ == "/"; }
+
+  // Environment of the analysed process (a snapshot; tests may change it).
+  std::optional<std::string> getenv(std::string_view name) const;
+  void setenv(std::string name, std::string value) { env_[std::move(name)] = std::move(value); }
+  void unsetenv(const std::string& name) { env_.erase(name); }
+  const std::map<std::string, std::string>& environment() const { return env_; }
+
+  // Path on this machine for an absolute path inside the analysed root.
+  // Symlinks are resolved by the kernel inside the root (RESOLVE_IN_ROOT)
+  // when opening through the methods below.
+  std::string native_path(std::string_view path) const;
+
+  // stat(2) following symlinks, under the root.
+  FileStat stat(std::string_view path) const;
+  // Maps a regular file under the root. Throws IoError.
+  MappedFile map(std::string_view path) const;
+  // Reads at most `max_bytes` of a file; nullopt when it cannot be read.
+  std::optional<std::string> read_file(std::string_view path,
+                                       u64 max_bytes = 1 << 20) const;
+  // Names in a directory (no "." / ".."), sorted; nullopt when unreadable.
+  std::optional<std::vector<std::string>> list_dir(std::string_view path) const;
+  // Target of a symlink under the root, nullopt when not a symlink.
+  std::optional<std::string> read_link(std::string_view path) const;
+
+  // CPU features from /proc/cpuinfo under the root (x86 flags).
+  CpuFeatures cpu_features() const;
+
+ private:
+  std::string root_;
+  std::map<std::string, std::string> env_;
+};
+
+// Joins a directory and a name with exactly one '/'.
+std::string join_path(std::string_view dir, std::string_view name);
+// Directory part of a path as glibc computes l_origin: everything before the
+// last '/', "/" for top-level files.
+std::string dir_name(std::string_view path);
+// Lexically normalises "a//b/./c/../d" to "a/b/d" (no symlink resolution).
+std::string normalize_path(std::string_view path);
+
+}  // namespace mld::host
