@@ -12,7 +12,7 @@ build_pkgs=(
 )
 test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev lld-14 util-linux
 )
 
 pkgs=("${build_pkgs[@]}")

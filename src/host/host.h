@@ -37,9 +37,11 @@ struct FileStat {
 
 // x86-64 micro-architecture levels as glibc's glibc-hwcaps names them.
 struct CpuFeatures {
-  int x86_64_level = 1;       // 1..4; 0 when not x86-64
-  bool haswell_platform = false;  // glibc's "haswell" AT_PLATFORM override
-  bool avx512_1 = false;          // glibc's legacy "avx512_1" hwcap name
+  int x86_64_level = 1;  // 1..4; 0 when not x86-64
+  // glibc's AT_PLATFORM for $PLATFORM and legacy subdirectories: "haswell" or
+  // "xeon_phi" on capable Intel CPUs, else "x86_64" (x86-64 only).
+  std::string platform = "x86_64";
+  bool avx512_1 = false;  // glibc's legacy "avx512_1" hwcap (Intel only)
 };
 
 class Host {

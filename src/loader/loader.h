@@ -21,6 +21,7 @@
 
 #include "base/base.h"
 #include "elf/elf.h"
+#include "findings/findings.h"
 #include "host/host.h"
 
 namespace mld::loader {
@@ -50,6 +51,21 @@ struct LdCacheEntry {
   std::optional<std::string_view> hwcaps_subdir;
 };
 
+// The CPU state search_cache reads besides the glibc-hwcaps priority list.
+struct LdCacheCpu {
+  // x86 cpu_features->isa_1 as a level: 1 baseline .. 4 x86-64-v4. A
+  // glibc-hwcaps entry whose ISA-level marker is above it is skipped
+  // (sysdeps/x86/dl-isa-level.h). 0: the highest x86-64-vN in the list.
+  int x86_isa_level = 0;
+  // For legacy-hwcap entries (tls/, x86_64/, haswell/ ... written by
+  // ldconfig < 2.37, still filtered by ld.so < 2.40): GLRO(dl_hwcap) &
+  // glibc.cpu.hwcap_mask (x86_64: 2 "x86_64", 4 "avx512_1") and
+  // GLRO(dl_platform) ("haswell", "xeon_phi", "i686"; other names match no
+  // platform entry).
+  u64 hwcap = 0;
+  std::string platform;
+};
+
 class LdCache {
  public:
   // Requires: `bytes` outlives the LdCache. Throws ParseError.
@@ -64,17 +80,25 @@ class LdCache {
 
   // _dl_load_cache_lookup: the path glibc takes from the cache for `name`.
   // `hwcaps_subdirs` is the active glibc-hwcaps priority list (best first,
-  // e.g. {"x86-64-v3","x86-64-v2"}); `default_flags` is _DL_CACHE_DEFAULT_ID
+  // --glibc-hwcaps-prepend names before the CPU's, e.g.
+  // {"x86-64-v3","x86-64-v2"}); `default_flags` is _DL_CACHE_DEFAULT_ID
   // of the analysed architecture (x86_64: 0x0303). Legacy-hwcap entries are
-  // considered only for glibc < 2.37, as the release did.
+  // filtered by `cpu` for glibc < 2.40 and skipped from 2.40 (commit
+  // c5aa5fd40a; ldconfig stopped writing them in 2.37). `cpu` null: a
+  // baseline CPU of the architecture (x86_64: hwcap "x86_64", no platform).
   std::optional<std::string_view> lookup(
       std::string_view name, const std::vector<std::string>& hwcaps_subdirs,
-      i32 default_flags, GlibcVersion glibc) const;
+      i32 default_flags, GlibcVersion glibc,
+      const LdCacheCpu* cpu = nullptr) const;
 
  private:
   LdCacheFormat format_ = LdCacheFormat::New;
   std::vector<LdCacheEntry> entries_;
   std::optional<std::string_view> generator_;
+  // The glibc-hwcaps extension's names in section order (cache indices),
+  // and whether they are strictly sorted, as ldconfig writes them.
+  std::vector<std::string_view> hwcaps_names_;
+  bool hwcaps_names_sorted_ = true;
 };
 
 // ─── static-tls.cc ──────────────────────────────────────────────────────────
@@ -95,6 +119,10 @@ struct StaticTlsParams {
   u64 rtld_nns = 4;                // glibc.rtld.nns (2.32+)
   u64 optional_static_tls = 512;   // glibc.rtld.optional_static_tls (2.32+)
   u64 naudit = 0;                  // number of LD_AUDIT/DT_AUDIT modules
+  // A thread has been created (RTLD_SINGLE_THREAD_P is false). Only glibc
+  // 2.10–2.21 look at it: dlopen then refuses static TLS for a module whose
+  // l_tls_modid exceeds DTV_SURPLUS (14).
+  bool threads_running = false;
 
   // The parameters of `e_machine` (EM_X86_64, EM_AARCH64, EM_386) under the
   // given glibc release, with default tunables. nullopt: not modelled.
@@ -140,11 +168,26 @@ class StaticTlsArena {
   // glibc would refuse (alignment above static_align, no room, or an
   // optional (TLSDESC) request beyond the optional budget).
   std::optional<u64> try_allocate(const TlsBlock& block, bool optional);
-  // The bytes an allocation of `block` would consume now (nullopt: no room).
+  // The bytes an allocation of `block` needs now, the number glibc compares
+  // with bytes_left() (x86: blocksize + firstbyte_offset; aarch64: alignment
+  // padding + blocksize). nullopt when its alignment exceeds static_align(),
+  // which no amount of room fixes.
   std::optional<u64> bytes_needed(const TlsBlock& block) const;
   // elf/dl-close.c: give a module's static TLS back, which glibc does only
   // when the module's chunk is the last one allocated.
   void release(const TlsBlock& block, u64 offset, u64 used_before);
+  // One module of a close: its block, the offset try_allocate returned and
+  // used() just before that allocation.
+  struct Released {
+    TlsBlock block;
+    u64 offset = 0;
+    u64 used_before = 0;
+  };
+  // elf/dl-close.c for all modules one dlclose (or failed dlopen) removes, in
+  // the order it removes them: contiguous chunks merge, and the merged chunk
+  // is reclaimed only when it ends at used(). The optional (TLSDESC) budget
+  // is never given back, as in glibc.
+  void release_all(const std::vector<Released>& freed);
 
  private:
   StaticTlsParams params_;
@@ -198,6 +241,7 @@ struct Object {
   std::optional<size_t> loader;    // l_loader (index), nullopt for inputs
   int depth = 0;                   // BFS depth from the input
   bool faked = false;              // trace-mode entry for a missing library
+  bool removed = false;            // l_removed: unloaded after a failed dlopen
   std::shared_ptr<const MappedFile> file;
   std::shared_ptr<const elf::ElfFile> elf;
   std::vector<Resolution> needed;  // one per DT_NEEDED, in order
@@ -247,11 +291,92 @@ class Loader {
   const SearchConfig& config() const { return config_; }
   const host::Host& host() const { return host_; }
 
+ public:
+  struct Impl;  // search state shared by every load (search.cc)
+
  private:
-  struct Impl;
   const host::Host& host_;
   SearchConfig config_;
   std::shared_ptr<Impl> impl_;
 };
+
+// The glibc release of the C library under `host`, read from the version
+// banner inside libc.so.6 in the given system directories.
+std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
+                                                 const std::vector<std::string>& system_dirs);
+
+struct DlopenSequence;
+
+// ─── versions.cc ────────────────────────────────────────────────────────────
+// glibc elf/dl-version.c (_dl_check_map_versions, match_symbol).
+
+struct VersionProblem {
+  enum Kind {
+    NotFound,       // "version `X' not found (required by R)": fatal
+    WeakNotFound,   // a weak version need that is missing: a warning
+    NoVersionInfo,  // the provider has no DT_VERDEF at all: a warning
+  };
+  Kind kind = NotFound;
+  size_t requirer = 0;           // object index
+  std::string file;              // vn_file: the name the versions come from
+  std::string version;           // "GLIBCXX_3.4.30"
+  size_t provider = 0;           // object index of the provider
+};
+
+// Every version need of every loaded object checked against the object that
+// actually answers to vn_file in the process (missing objects are skipped).
+std::vector<VersionProblem> check_versions(const Process& process);
+// The line ld.so prints for it: "<provider>: version `X' not found
+// (required by <requirer>)".
+std::string version_problem_text(const Process& process, const VersionProblem& p);
+
+// ─── hazards.cc ─────────────────────────────────────────────────────────────
+// Loader hazards as findings: LD001 missing library, LD002 unmet symbol
+// version, LD003 one soname from two files, LD004 one runtime under two
+// sonames, OMP001 several OpenMP runtimes, TLS001 static TLS exhausted.
+
+enum class OpenMpKind { None, Gnu, Llvm, Intel };
+std::string_view openmp_kind_name(OpenMpKind k);
+// Which OpenMP runtime an object is (by soname and defined symbols).
+OpenMpKind openmp_kind(const Object& o);
+
+// Hazards of one simulated process; `subject` names what was analysed.
+void find_hazards(const Process& process, const std::string& subject, FindingSink& sink);
+// TLS001 for the first step of a dlopen sequence that fails on static TLS.
+void find_dlopen_hazards(const DlopenSequence& seq, FindingSink& sink);
+
+// ─── dlopen.cc ──────────────────────────────────────────────────────────────
+// glibc elf/dl-open.c (dl_open_worker: relocation order, failure rollback),
+// elf/dl-reloc.c (CHECK_STATIC_TLS / TRY_STATIC_TLS) and elf/dl-close.c.
+
+struct DlopenStep {
+  std::string object;               // the name passed to dlopen()
+  bool ok = true;
+  std::string error;                // the dlerror() text glibc would print
+  std::string tls_module;           // l_name of the module whose TLS did not fit
+  u64 bytes_needed = 0;             // what that allocation needed
+  u64 bytes_left = 0;               // what was left in the static TLS area
+  std::vector<std::string> loaded;  // paths of the objects this call added
+};
+
+struct DlopenSequence {
+  StaticTlsParams params;
+  u64 surplus = 0;
+  u64 static_size = 0;
+  u64 startup_used = 0;             // static TLS used by the startup modules
+  std::vector<DlopenStep> steps;
+  // The smallest GLIBC_TUNABLES setting under which every step would load
+  // (e.g. "glibc.rtld.optional_static_tls=1536"); nullopt when all load, or
+  // when no setting helps (alignment, or an object that is missing).
+  std::optional<std::string> tunables_fix;
+};
+
+// Simulates dlopen(name, RTLD_NOW | RTLD_LOCAL) for each name in order into
+// `process` (normally the result of Loader::load_program on the executable),
+// with static TLS as glibc allocates it. Objects of a failed call are removed
+// again, as glibc's rollback does.
+DlopenSequence simulate_dlopen_sequence(Loader& loader, Process& process,
+                                        const std::vector<std::string>& names,
+                                        const StaticTlsParams& params);
 
 }  // namespace mld::loader

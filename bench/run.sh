@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs every benchmark; figures go into docs/benchmarks.md by hand, with the
+# command that produced them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bench/libs-vs-peers.py build/mldoctor

@@ -1,0 +1,361 @@
+// libs-command.cc — `mldoctor libs PATH... [--load-order A,B] [--tree|--json]`:
+// loads each PATH as ld.so would load a program (`ld.so --list PATH`), shows
+// where every object comes from and why, the paths tried for anything
+// missing, and the hazards of the result. With --load-order, the objects are
+// then dlopen()ed in order into the first PATH's process and the static TLS
+// outcome of each call is predicted.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cli/cli.h"
+#include "loader/loader.h"
+
+namespace mld::cli {
+
+namespace {
+
+using nlohmann::json;
+using loader::GlibcVersion;
+using loader::How;
+using loader::Object;
+using loader::Process;
+
+std::string version_string(GlibcVersion v) {
+  return std::to_string(v.major) + "." + std::to_string(v.minor);
+}
+
+// The machine and class an input is built for, read from its ELF header; the
+// model uses the loader of that architecture (an i386 program is loaded by
+// the i386 ld.so, with its own search directories).
+struct Target {
+  u16 machine = elf::EM_X86_64;
+  bool is_64 = true;
+  bool operator<(const Target& o) const {
+    return machine != o.machine ? machine < o.machine : is_64 < o.is_64;
+  }
+};
+
+std::optional<Target> target_of(const host::Host& host, const std::string& path, std::string* error) {
+  try {
+    MappedFile f = host.map(path);
+    ByteView v = f.view();
+    if (!elf::has_elf_magic(v) || v.size() < 20) {
+      *error = path + ": not an ELF file";
+      return std::nullopt;
+    }
+    Target t;
+    t.is_64 = v.u8_at(4) == 2;
+    t.machine = v.u16_at(18, v.u8_at(5) == 2);
+    return t;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return std::nullopt;
+  }
+}
+
+struct Session {
+  loader::SearchConfig config;
+  std::unique_ptr<loader::Loader> loader;
+  GlibcVersion glibc;
+};
+
+Session make_session(const host::Host& host, Target t, const std::string& glibc_override) {
+  Session s;
+  s.config = loader::SearchConfig::for_host(host, t.machine, t.is_64, GlibcVersion{});
+  std::optional<GlibcVersion> g;
+  if (!glibc_override.empty()) {
+    g = loader::parse_glibc_version(glibc_override);
+    if (!g) throw std::runtime_error("--glibc " + glibc_override + ": expected a release like 2.36");
+  } else {
+    g = loader::detect_glibc_version(host, s.config.system_dirs);
+  }
+  s.glibc = g.value_or(GlibcVersion{});
+  s.config = loader::SearchConfig::for_host(host, t.machine, t.is_64, s.glibc);
+  s.loader = std::make_unique<loader::Loader>(host, s.config);
+  return s;
+}
+
+json attempts_json(const std::vector<loader::Attempt>& tried) {
+  json a = json::array();
+  for (const loader::Attempt& t : tried) a.push_back({{"path", t.path}, {"source", t.source}, {"outcome", t.outcome}});
+  return a;
+}
+
+json process_json(const Process& p) {
+  json objs = json::array();
+  for (const Object& o : p.objects) {
+    if (o.removed) continue;
+    json needed = json::array();
+    for (const loader::Resolution& r : o.needed) {
+      json n = {{"name", r.name}, {"how", std::string(loader::how_name(r.how))}};
+      n["path"] = r.object && !p.objects[*r.object].faked ? json(p.objects[*r.object].path) : json(nullptr);
+      if (!r.via.empty()) n["via"] = r.via;
+      if (!r.tried.empty()) n["tried"] = attempts_json(r.tried);
+      needed.push_back(std::move(n));
+    }
+    json j = {{"path", o.faked ? json(nullptr) : json(o.path)},
+              {"name", o.names.empty() ? o.path : o.names.front()},
+              {"found", !o.faked},
+              {"depth", o.depth},
+              {"needed", std::move(needed)}};
+    if (o.elf && o.elf->soname()) j["soname"] = std::string(*o.elf->soname());
+    objs.push_back(std::move(j));
+  }
+  return objs;
+}
+
+json findings_json(const std::vector<Finding>& fs) {
+  json a = json::array();
+  for (const Finding& f : fs) {
+    json ev = json::array();
+    for (const Evidence& e : f.evidence) {
+      json j = {{"text", e.text}};
+      if (!e.file.empty()) j["file"] = e.file;
+      if (e.line) j["line"] = *e.line;
+      ev.push_back(std::move(j));
+    }
+    a.push_back({{"rule", f.rule},
+                 {"severity", std::string(severity_name(f.severity))},
+                 {"subject", f.subject},
+                 {"message", f.message},
+                 {"evidence", std::move(ev)},
+                 {"fix", f.fix},
+                 {"env_fix", f.env_fix}});
+  }
+  return a;
+}
+
+// How an object was found, for the text views: "[ld.so.cache]",
+// "[DT_RUNPATH of /x/liba.so]".
+std::string provenance(const loader::Resolution& r) {
+  std::string s = "[" + std::string(loader::how_name(r.how));
+  if (!r.via.empty() && r.how != How::ExeRpath) s += " of " + r.via;
+  return s + "]";
+}
+
+void print_considered(std::FILE* out, const loader::Resolution& r, const std::string& indent) {
+  std::fprintf(out, "%spaths considered in this order:\n", indent.c_str());
+  if (r.tried.empty()) std::fprintf(out, "%s  (none)\n", indent.c_str());
+  for (size_t i = 0; i < r.tried.size(); i++) {
+    const loader::Attempt& a = r.tried[i];
+    std::fprintf(out, "%s  %zu. %s: %s (%s)\n", indent.c_str(), i + 1, a.source.c_str(), a.path.c_str(),
+                 a.outcome.c_str());
+  }
+}
+
+// The flat view: every object in load order, as `ld.so --list` lists them,
+// with the way each was found.
+void print_list(std::FILE* out, const Process& p) {
+  // The first resolution that reached each object says how it was found.
+  std::vector<const loader::Resolution*> first(p.objects.size(), nullptr);
+  for (const Object& o : p.objects)
+    for (const loader::Resolution& r : o.needed)
+      if (r.object && !first[*r.object] && r.how != How::Loaded) first[*r.object] = &r;
+  for (size_t i = 1; i < p.objects.size(); i++) {
+    const Object& o = p.objects[i];
+    if (o.removed) continue;
+    const loader::Resolution* r = first[i];
+    if (o.faked) {
+      std::fprintf(out, "  %s => not found\n", o.names.front().c_str());
+      if (r) print_considered(out, *r, "      ");
+      continue;
+    }
+    std::string how = r ? "  " + provenance(*r) : "";
+    if (o.names.front() == o.path)
+      std::fprintf(out, "  %s%s\n", o.path.c_str(), how.c_str());
+    else
+      std::fprintf(out, "  %s => %s%s\n", o.names.front().c_str(), o.path.c_str(), how.c_str());
+  }
+}
+
+void print_tree_node(std::FILE* out, const Process& p, size_t idx, const std::string& prefix,
+                     std::vector<bool>& shown) {
+  const Object& o = p.objects[idx];
+  for (size_t k = 0; k < o.needed.size(); k++) {
+    const loader::Resolution& r = o.needed[k];
+    bool last = k + 1 == o.needed.size();
+    std::string branch = prefix + (last ? "└── " : "├── ");
+    std::string next = prefix + (last ? "    " : "│   ");
+    if (!r.object || p.objects[*r.object].faked) {
+      std::fprintf(out, "%s%s not found\n", branch.c_str(), r.name.c_str());
+      print_considered(out, r, next);
+      continue;
+    }
+    const Object& d = p.objects[*r.object];
+    bool again = shown[*r.object];
+    std::fprintf(out, "%s%s %s %s%s\n", branch.c_str(), r.name.c_str(), provenance(r).c_str(), d.path.c_str(),
+                 again && !d.needed.empty() ? " (dependencies shown above)" : "");
+    if (!again) {
+      shown[*r.object] = true;
+      print_tree_node(out, p, *r.object, next, shown);
+    }
+  }
+}
+
+}  // namespace
+
+size_t print_findings(std::FILE* out, const std::vector<Finding>& findings, const CommonOptions& common) {
+  size_t failing = 0;
+  for (const Finding& f : findings) {
+    const char* mark = f.severity == Severity::Error ? "✗" : f.severity == Severity::Warning ? "!" : "·";
+    const char* on = "";
+    const char* off = "";
+    if (common.color) {
+      on = f.severity == Severity::Error ? "\033[31m" : f.severity == Severity::Warning ? "\033[33m" : "\033[2m";
+      off = "\033[0m";
+    }
+    std::fprintf(out, " %s%s%s %s  %s\n", on, mark, off, f.message.c_str(), f.rule.c_str());
+    for (const Evidence& e : f.evidence) std::fprintf(out, "     %s\n", e.text.c_str());
+    if (!f.fix.empty()) std::fprintf(out, "     fix: %s\n", f.fix.c_str());
+    if (f.severity >= common.fail_on) failing++;
+  }
+  return failing;
+}
+
+int run_libs(const CommonOptions& common, const LibsOptions& opts) {
+  host::Host host = host::Host::live();
+  if (common.root != "/") host = host::Host(common.root, host.environment());
+  std::map<Target, Session> sessions;
+  json inputs = json::array();
+  FindingList findings;
+  bool tool_error = false;
+  std::FILE* out = stdout;
+  std::optional<Process> first_process;
+  Session* first_session = nullptr;
+  std::string first_path;
+
+  for (const std::string& path : opts.paths) {
+    std::string error;
+    std::optional<Target> t = target_of(host, path, &error);
+    if (!t) {
+      print_error(error);
+      tool_error = true;
+      inputs.push_back({{"path", path}, {"error", error}});
+      continue;
+    }
+    auto it = sessions.find(*t);
+    if (it == sessions.end()) it = sessions.emplace(*t, make_session(host, *t, opts.glibc)).first;
+    Session& s = it->second;
+    Process p = s.loader->load_program(path);
+    FindingList local;
+    loader::find_hazards(p, path, local);
+    if (common.format == OutputFormat::Json) {
+      json versions = json::array();
+      for (const loader::VersionProblem& vp : loader::check_versions(p))
+        versions.push_back({{"kind", vp.kind == loader::VersionProblem::NotFound       ? "not_found"
+                                     : vp.kind == loader::VersionProblem::WeakNotFound ? "weak_not_found"
+                                                                                       : "no_version_info"},
+                            {"message", loader::version_problem_text(p, vp)}});
+      json j = {{"path", path}, {"objects", process_json(p)}, {"errors", p.errors}, {"version_problems", versions}};
+      inputs.push_back(std::move(j));
+    } else {
+      std::fprintf(out, "%s\n", path.c_str());
+      if (common.format == OutputFormat::Tree && !p.objects.empty()) {
+        std::vector<bool> shown(p.objects.size(), false);
+        shown[0] = true;
+        print_tree_node(out, p, 0, "", shown);
+      } else {
+        print_list(out, p);
+      }
+    }
+    for (Finding& f : local.findings) findings.add(std::move(f));
+    if (!first_process) {
+      first_process = std::move(p);
+      first_session = &s;
+      first_path = path;
+    }
+  }
+
+  json load_order_json;
+  if (!opts.load_order.empty() && first_process && first_session) {
+    std::optional<loader::StaticTlsParams> params =
+        loader::StaticTlsParams::for_machine(first_session->config.e_machine, first_session->glibc);
+    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
+    std::vector<std::string> notes;
+    if (std::optional<std::string> t = host.getenv("GLIBC_TUNABLES")) notes = params->apply_tunables(*t);
+    if (std::optional<std::string> a = host.getenv("LD_AUDIT")) {
+      for (size_t i = 0; i < a->size();) {
+        size_t j = a->find_first_of(":", i);
+        if (j == std::string::npos) j = a->size();
+        if (j > i) params->naudit++;
+        i = j + 1;
+      }
+    }
+    loader::DlopenSequence seq =
+        loader::simulate_dlopen_sequence(*first_session->loader, *first_process, opts.load_order, *params);
+    loader::find_dlopen_hazards(seq, findings);
+    if (common.format == OutputFormat::Json) {
+      json steps = json::array();
+      for (const loader::DlopenStep& st : seq.steps) {
+        steps.push_back({{"object", st.object},
+                         {"ok", st.ok},
+                         {"error", st.ok ? json(nullptr) : json(st.error)},
+                         {"tls_module", st.tls_module.empty() ? json(nullptr) : json(st.tls_module)},
+                         {"bytes_needed", st.bytes_needed},
+                         {"bytes_left", st.bytes_left},
+                         {"loaded", st.loaded}});
+      }
+      load_order_json = {{"glibc", version_string(first_session->glibc)},
+                         {"surplus", seq.surplus},
+                         {"static_size", seq.static_size},
+                         {"startup_used", seq.startup_used},
+                         {"steps", std::move(steps)},
+                         {"tunables_fix", seq.tunables_fix ? json(*seq.tunables_fix) : json(nullptr)},
+                         {"notes", notes}};
+    } else {
+      std::fprintf(out, "\ndlopen() from %s (glibc %s, static TLS %llu bytes, %llu used at startup, surplus %llu):\n",
+                   first_path.c_str(), version_string(first_session->glibc).c_str(),
+                   static_cast<unsigned long long>(seq.static_size),
+                   static_cast<unsigned long long>(seq.startup_used), static_cast<unsigned long long>(seq.surplus));
+      for (const loader::DlopenStep& st : seq.steps) {
+        if (st.ok)
+          std::fprintf(out, "  ok    %s\n", st.object.c_str());
+        else
+          std::fprintf(out, "  fails %s: %s\n", st.object.c_str(), st.error.c_str());
+      }
+      for (const std::string& n : notes) std::fprintf(out, "  note: GLIBC_TUNABLES: %s\n", n.c_str());
+    }
+  }
+
+  size_t failing = 0;
+  for (const Finding& f : findings.findings)
+    if (f.severity >= common.fail_on) failing++;
+  if (common.format == OutputFormat::Json) {
+    json doc = {{"schema", "mldoctor.libs/1"}, {"version", MLD_VERSION}};
+    json loaders = json::array();
+    for (const auto& [t, s] : sessions) {
+      loaders.push_back({{"machine", std::string(elf::machine_name(t.machine))},
+                         {"class", t.is_64 ? 64 : 32},
+                         {"glibc", version_string(s.glibc)},
+                         {"system_dirs", s.config.system_dirs},
+                         {"hwcaps_subdirs", s.config.hwcaps_subdirs},
+                         {"ld_library_path", s.config.ld_library_path ? json(*s.config.ld_library_path) : json(nullptr)},
+                         {"preload", s.config.preload}});
+    }
+    doc["loaders"] = std::move(loaders);
+    doc["inputs"] = std::move(inputs);
+    if (!load_order_json.is_null()) doc["load_order"] = std::move(load_order_json);
+    doc["findings"] = findings_json(findings.findings);
+    std::string text = doc.dump(2);
+    std::fprintf(out, "%s\n", text.c_str());
+  } else {
+    if (!findings.findings.empty()) std::fprintf(out, "\n");
+    print_findings(out, findings.findings, common);
+    size_t errors = 0, warnings = 0;
+    for (const Finding& f : findings.findings) {
+      errors += f.severity == Severity::Error;
+      warnings += f.severity == Severity::Warning;
+    }
+    if (errors + warnings > 0)
+      std::fprintf(out, "\n%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s",
+                   warnings, warnings == 1 ? "" : "s");
+  }
+  if (tool_error) return 2;
+  return failing > 0 ? 1 : 0;
+}
+
+}  // namespace mld::cli

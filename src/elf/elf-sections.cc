@@ -1,0 +1,107 @@
+// elf-sections.cc — the decoders that read notes and sections rather than
+// the dynamic section: the GNU build-id note (NT_GNU_BUILD_ID, which
+// `mldoctor` prints so a user can match a library with its debug info and
+// its package) and the `.comment` section (the compiler identification
+// strings that tell which GCC/Clang built an extension).
+//
+// The loader never looks at sections, so neither does ElfFile::parse beyond
+// checking the table's extent; these decoders walk it only on request.
+#include <algorithm>
+#include <string>
+
+#include "elf/elf-internal.h"
+#include "elf/elf.h"
+
+namespace mld::elf {
+
+using detail::fail;
+using detail::ull;
+
+namespace {
+
+constexpr u32 NT_GNU_BUILD_ID = 3;
+
+// Walks one note area (a PT_NOTE segment or an SHT_NOTE section) and returns
+// the build-id descriptor, if present. Notes are {namesz, descsz, type, name,
+// desc}, name and desc padded to `align` (4, or 8 for areas aligned to 8 as
+// in GNU property notes; glibc elf/dl-prop.h and readelf agree). Every step
+// advances at least 12 bytes, so the walk ends.
+std::optional<ByteView> find_build_id(const detail::Reader& r, u64 align) {
+  auto pad = [align](u64 n) { return (n + align - 1) & ~(align - 1); };
+  u64 off = 0;
+  while (r.v.size() - off >= 12) {
+    const u64 namesz = r.word(off), descsz = r.word(off + 4);
+    const u32 type = r.word(off + 8);
+    const u64 name_off = off + 12;
+    // Offsets are aligned from the note's start (binutils
+    // ELF_NOTE_DESC_OFFSET / ELF_NOTE_NEXT_OFFSET): with 8-byte notes the
+    // descriptor of a 4-byte name starts at +16, not +20. Values < 2^35.
+    const u64 desc_off = off + pad(12 + namesz);
+    const u64 desc_end = desc_off + descsz;
+    // The last note's padding may lie beyond the area; that is fine.
+    const u64 next = std::min<u64>(pad(desc_end), r.v.size());
+    if (desc_end > r.v.size()) {
+      fail(r.v.base_offset() + off,
+           "note out of bounds (namesz %llu, descsz %llu, %llu bytes left in the note area)",
+           ull(namesz), ull(descsz), ull(r.v.size() - off));
+    }
+    if (type == NT_GNU_BUILD_ID && namesz == 4 &&
+        std::memcmp(r.v.data() + name_off, "GNU", 4) == 0) {
+      return r.v.sub(desc_off, descsz);
+    }
+    off = next;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> ElfFile::build_id() const {
+  for (const ProgramHeader& ph : phdrs_) {
+    if (ph.p_type != PT_NOTE) continue;
+    if (!bytes_.contains(ph.p_offset, ph.p_filesz)) {
+      fail(ph.p_offset, "PT_NOTE out of bounds (offset 0x%llx, size 0x%llx, file size 0x%llx)",
+           ull(ph.p_offset), ull(ph.p_filesz), ull(bytes_.size()));
+    }
+    const detail::Reader r{bytes_.sub(ph.p_offset, ph.p_filesz), is_64_, big_endian_};
+    if (std::optional<ByteView> id = find_build_id(r, ph.p_align == 8 ? 8 : 4)) return to_hex(*id);
+  }
+  // No PT_NOTE carries it (relocatable objects, odd linkers): the sections.
+  const detail::Reader fr{bytes_, is_64_, big_endian_};
+  detail::SectionTable t =
+      detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+  for (u64 i = 0; i < t.count; i++) {
+    detail::SectionHeader sh = t.at(i);
+    if (sh.sh_type != detail::SHT_NOTE) continue;
+    const detail::Reader r{t.contents(sh, "note section"), is_64_, big_endian_};
+    if (std::optional<ByteView> id = find_build_id(r, sh.sh_addralign == 8 ? 8 : 4)) {
+      return to_hex(*id);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string_view> ElfFile::comments() const {
+  std::vector<std::string_view> out;
+  const detail::Reader fr{bytes_, is_64_, big_endian_};
+  detail::SectionTable t =
+      detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+  for (u64 i = 1; i < t.count; i++) {
+    detail::SectionHeader sh = t.at(i);
+    if (sh.sh_type != detail::SHT_PROGBITS || t.name(sh) != ".comment") continue;
+    // A sequence of NUL-terminated strings; linkers merge the ones of every
+    // input object, so repeats are already gone. Skip empty strings.
+    std::string_view all = t.contents(sh, ".comment section").as_string_view();
+    while (!all.empty()) {
+      const size_t nul = all.find('\0');
+      std::string_view s = all.substr(0, nul);
+      if (!s.empty()) out.push_back(s);
+      if (nul == std::string_view::npos) break;
+      all.remove_prefix(nul + 1);
+    }
+    break;
+  }
+  return out;
+}
+
+}  // namespace mld::elf

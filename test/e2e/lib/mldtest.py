@@ -1,0 +1,129 @@
+"""Helpers shared by the Python end-to-end tests (not a test itself).
+
+Fixture libraries are built for real with gcc; the oracle is the real loader
+(`ld.so --list`) or a real dlopen(), never mldoctor's own model.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+LDSO = "/lib64/ld-linux-x86-64.so.2"
+MLDOCTOR = os.environ.get("MLDOCTOR", "mldoctor")
+CC = os.environ.get("CC", "gcc")
+
+_failures = []
+_passed = [0]
+
+
+def scratch():
+    """A fresh temporary directory for one test."""
+    return tempfile.mkdtemp(prefix="mld-e2e-")
+
+
+def build_lib(path, soname=None, needed=(), rpath=None, runpath=None, source=None, flags=()):
+    """Builds a shared object at `path` linking the given fixture objects."""
+    src = source or "int %s_f(void){return 42;}\n" % os.path.basename(path).split(".")[0].replace("-", "_")
+    cmd = [CC, "-shared", "-fPIC", "-o", path, "-xc", "-", "-xnone", "-Wl,--no-as-needed"]
+    if soname:
+        cmd.append("-Wl,-soname," + soname)
+    if rpath is not None:
+        cmd += ["-Wl,--disable-new-dtags", "-Wl,-rpath," + rpath]
+    if runpath is not None:
+        cmd += ["-Wl,--enable-new-dtags", "-Wl,-rpath," + runpath]
+    cmd += list(flags)
+    cmd += list(needed)
+    subprocess.run(cmd, input=src.encode(), check=True)
+    return path
+
+
+def build_exe(path, needed=(), rpath=None, runpath=None, flags=()):
+    cmd = [CC, "-o", path, "-xc", "-", "-xnone", "-Wl,--no-as-needed"]
+    if rpath is not None:
+        cmd += ["-Wl,--disable-new-dtags", "-Wl,-rpath," + rpath]
+    if runpath is not None:
+        cmd += ["-Wl,--enable-new-dtags", "-Wl,-rpath," + runpath]
+    cmd += list(flags) + list(needed)
+    subprocess.run(cmd, input=b"int main(void){return 0;}\n", check=True)
+    return path
+
+
+def ldso_list(path, env=None, cwd=None):
+    """What the real loader loads: [(name, path-or-None)] in load order."""
+    # ldd's trace mode: unlike `ld.so --list` (which stops at the first
+    # missing library in 2.36), it prints "not found" and goes on.
+    env = dict(env if env is not None else os.environ, LD_TRACE_LOADED_OBJECTS="1")
+    p = subprocess.run([LDSO, path], env=env, cwd=cwd, capture_output=True, text=True)
+    objs = []
+    for line in p.stdout.splitlines():
+        if not line.startswith("\t"):
+            continue
+        s = line[1:]
+        if s.startswith("linux-vdso.so") or ": version `" in s or s == "statically linked":
+            continue
+        if " => not found" in s:
+            objs.append((s.split(" => ")[0], None))
+        elif " => " in s:
+            name, rest = s.split(" => ", 1)
+            objs.append((name, rest.rsplit(" (0x", 1)[0]))
+        else:
+            objs.append((s.rsplit(" (0x", 1)[0],) * 2)
+    return objs, p.returncode, p.stderr
+
+
+def mldoctor(*args, env=None, cwd=None, check_rc=None):
+    p = subprocess.run([MLDOCTOR] + list(args), env=env, cwd=cwd, capture_output=True, text=True)
+    if check_rc is not None and p.returncode != check_rc:
+        fail("mldoctor %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s"
+             % (" ".join(args), p.returncode, check_rc, p.stdout, p.stderr))
+    return p
+
+
+def model_list(path, env=None, cwd=None):
+    """mldoctor's prediction in the same shape as ldso_list."""
+    p = mldoctor("libs", "--json", path, env=env, cwd=cwd)
+    doc = json.loads(p.stdout)
+    inp = doc["inputs"][0]
+    return [(o["name"], o["path"]) for o in inp["objects"][1:]], doc
+
+
+def fail(msg):
+    _failures.append(msg)
+    print("FAIL: " + msg)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    else:
+        _passed[0] += 1
+    return cond
+
+
+def check_eq(actual, expected, what):
+    if actual != expected:
+        fail("%s\n  expected: %r\n  actual:   %r" % (what, expected, actual))
+        return False
+    _passed[0] += 1
+    return True
+
+
+def check_in(needle, haystack, what):
+    if needle not in haystack:
+        fail("%s: %r not found in output:\n%s" % (what, needle, haystack))
+        return False
+    _passed[0] += 1
+    return True
+
+
+def finish(name, checks=None):
+    print("%s: %d passed, %d failed" % (name, _passed[0], len(_failures)))
+    sys.exit(1 if _failures else 0)
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_AUDIT")}
+    env.update(extra)
+    return env
