@@ -672,6 +672,19 @@ class Mapper {
     for (size_t qi = 0; qi < queue.size() && fatal_.empty(); qi++) {
       size_t idx = queue[qi];
       if (p_.objects[idx].faked || !p_.objects[idx].elf) continue;
+      if (idx < first_new_) {
+        // Loaded by an earlier call: its dependencies are already resolved
+        // (glibc keeps l_initfini); walk them without searching again.
+        for (const Resolution& r : p_.objects[idx].needed) {
+          if (!r.object) continue;
+          if (listed.size() < p_.objects.size()) listed.resize(p_.objects.size(), false);
+          if (!listed[*r.object]) {
+            listed[*r.object] = true;
+            queue.push_back(*r.object);
+          }
+        }
+        continue;
+      }
       std::shared_ptr<const elf::ElfFile> e = p_.objects[idx].elf;
       for (std::string_view needed : e->needed()) {
         std::string name(needed);
@@ -721,6 +734,7 @@ class Mapper {
 
   std::string fatal_;
   std::vector<size_t> order_;
+  size_t first_new_ = 0;  // objects below this index existed before this call
   std::optional<size_t> rtld_;
 
  private:
@@ -832,6 +846,7 @@ std::vector<size_t> Loader::dlopen(Process& process, const std::string& name,
     return added;
   }
   if (*r.object < before) return added;  // already loaded: nothing new
+  m.first_new_ = before;
   m.map_deps({*r.object});
   for (size_t i = before; i < process.objects.size(); i++) {
     if (process.objects[i].faked) {
@@ -840,7 +855,8 @@ std::vector<size_t> Loader::dlopen(Process& process, const std::string& name,
     }
   }
   if (!m.fatal_.empty() && error) *error = m.fatal_;
-  for (size_t i : m.order_) added.push_back(i);
+  for (size_t i : m.order_)
+    if (i >= before) added.push_back(i);
   if (error && !error->empty()) {
     for (size_t i = before; i < process.objects.size(); i++) process.objects[i].removed = true;
     added.clear();

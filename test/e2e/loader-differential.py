@@ -1,5 +1,4 @@
 #!/usr/bin/env python3
-# labels: slow
 """Loader differential test: the model against the real ld.so.
 
 For every ELF executable and shared object under /usr/lib/x86_64-linux-gnu,
