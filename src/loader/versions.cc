@@ -6,6 +6,8 @@
 // "version `GLIBCXX_3.4.30' not found (required by ...)" that stops a load
 // when an old libstdc++ (often a conda one) is found first.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "loader/loader.h"
 
@@ -28,6 +30,10 @@ std::optional<size_t> find_provider(const Process& p, std::string_view name) {
 
 std::vector<VersionProblem> check_versions(const Process& p) {
   std::vector<VersionProblem> out;
+  // Each provider's Verdef names, decoded once per process (libc is the
+  // provider of nearly every object: decoding it per need dominated `libs`).
+  std::map<size_t, std::optional<std::vector<elf::VersionDef>>> defs_of;
+  std::set<size_t> unreadable;
   for (size_t i = 0; i < p.objects.size(); i++) {
     const Object& o = p.objects[i];
     if (o.faked || o.removed || !o.elf) continue;
@@ -41,12 +47,17 @@ std::vector<VersionProblem> check_versions(const Process& p) {
       std::optional<size_t> prov = find_provider(p, need.file);
       // Trace mode skips stub entries of missing dependencies.
       if (!prov || p.objects[*prov].faked || !p.objects[*prov].elf) continue;
-      std::vector<elf::VersionDef> defs;
-      try {
-        defs = p.objects[*prov].elf->version_defs();
-      } catch (const ParseError&) {
-        continue;
+      std::optional<std::vector<elf::VersionDef>>& cached = defs_of[*prov];
+      if (!cached) {
+        try {
+          cached = p.objects[*prov].elf->version_defs();
+        } catch (const ParseError&) {
+          cached = std::vector<elf::VersionDef>();
+          unreadable.insert(*prov);
+        }
       }
+      if (unreadable.count(*prov)) continue;  // reported as malformed elsewhere
+      const std::vector<elf::VersionDef>& defs = *cached;
       for (const elf::VersionNeedEntry& e : need.entries) {
         VersionProblem vp;
         vp.requirer = i;

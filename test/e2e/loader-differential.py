@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 
-LDSO = "/lib64/ld-linux-x86-64.so.2"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from mldtest import ldso_trace, parse_trace  # noqa: E402
+
 ROOTS = ["/usr/lib/x86_64-linux-gnu", "/usr/bin", "/usr/lib/python3/dist-packages"]
 MLDOCTOR = os.environ.get("MLDOCTOR", "mldoctor")
 BATCH = 150
@@ -82,36 +84,17 @@ def collect():
 
 
 def run_ldso(path, env, cwd):
-    # ldd's trace mode: unlike `ld.so --list` (which stops at the first
-    # missing library in 2.36), it prints "not found" and goes on.
-    env = dict(env, LD_TRACE_LOADED_OBJECTS="1")
-    p = subprocess.run([LDSO, path], env=env, cwd=cwd, capture_output=True, timeout=60)
-    out = p.stdout.decode("utf-8", "replace")
-    err = p.stderr.decode("utf-8", "replace")
-    objs, versions = [], []
-    for line in out.splitlines():
-        if not line.startswith("\t"):
-            continue
-        s = line[1:]
-        if s in ("statically linked",) or s.startswith("linux-vdso.so"):
-            continue
-        if " => not found" in s:
-            objs.append((s.split(" => ")[0], None))
-        elif " => " in s:
-            name, rest = s.split(" => ", 1)
-            objs.append((name, rest.rsplit(" (0x", 1)[0]))
-        else:
-            objs.append((s.rsplit(" (0x", 1)[0],) * 2)
+    rc, out, err = ldso_trace(path, env, cwd)
+    objs, versions = parse_trace(out), []
     # In trace mode version problems go to stderr as "<main>: <text>".
     for line in err.splitlines():
         if line.startswith(path + ": ") and ("version `" in line or "version information" in line):
             versions.append(line[len(path) + 2:].strip())
     versions.sort()
     fatal = None
-    if p.returncode != 0:
-        fatal = err.strip().splitlines()[-1] if err.strip() else "exit %d" % p.returncode
-    return {"objects": objs, "versions": sorted(versions), "fatal": fatal, "rc": p.returncode,
-            "signal": p.returncode < 0}
+    if rc != 0:
+        fatal = err.strip().splitlines()[-1] if err.strip() else "exit %d" % rc
+    return {"objects": objs, "versions": sorted(versions), "fatal": fatal, "rc": rc, "signal": rc < 0}
 
 
 def run_model(paths, env, cwd):

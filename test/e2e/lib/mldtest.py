@@ -49,14 +49,10 @@ def build_exe(path, needed=(), rpath=None, runpath=None, flags=()):
     return path
 
 
-def ldso_list(path, env=None, cwd=None):
-    """What the real loader loads: [(name, path-or-None)] in load order."""
-    # ldd's trace mode: unlike `ld.so --list` (which stops at the first
-    # missing library in 2.36), it prints "not found" and goes on.
-    env = dict(env if env is not None else os.environ, LD_TRACE_LOADED_OBJECTS="1")
-    p = subprocess.run([LDSO, path], env=env, cwd=cwd, capture_output=True, text=True)
+def parse_trace(stdout):
+    """Objects in the loader's trace output: [(name, path-or-None)] in order."""
     objs = []
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         if not line.startswith("\t"):
             continue
         s = line[1:]
@@ -69,7 +65,22 @@ def ldso_list(path, env=None, cwd=None):
             objs.append((name, rest.rsplit(" (0x", 1)[0]))
         else:
             objs.append((s.rsplit(" (0x", 1)[0],) * 2)
-    return objs, p.returncode, p.stderr
+    return objs
+
+
+def ldso_trace(path, env=None, cwd=None, timeout=60):
+    """Runs the real loader in ldd's trace mode on `path`. Unlike `ld.so
+    --list`, which stops at the first missing library in glibc 2.36,
+    LD_TRACE_LOADED_OBJECTS=1 prints "not found" and goes on."""
+    env = dict(env if env is not None else os.environ, LD_TRACE_LOADED_OBJECTS="1")
+    p = subprocess.run([LDSO, path], env=env, cwd=cwd, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def ldso_list(path, env=None, cwd=None):
+    """What the real loader loads: ([(name, path-or-None)], exit status, stderr)."""
+    rc, out, err = ldso_trace(path, env, cwd)
+    return parse_trace(out), rc, err
 
 
 def mldoctor(*args, env=None, cwd=None, check_rc=None):
