@@ -11,7 +11,7 @@ build_pkgs=(
   googletest libgtest-dev libgmock-dev
 )
 test_pkgs=(
-  python3 patchelf libtree pax-utils ripgrep
+  python3 patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 libclang-rt-14-dev lld-14 util-linux
 )
 

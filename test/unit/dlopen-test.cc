@@ -15,22 +15,14 @@
 #include <sstream>
 
 #include "loader/loader.h"
+#include "run-command.h"
 
 using namespace mld;
 using namespace mld::loader;
 
 namespace {
 
-std::string capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+std::string capture(const std::string& cmd) { return mld::test::run_command(cmd).out; }
 
 const char* kRunner = R"(#include <dlfcn.h>
 #include <stdio.h>

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "elf-builder.h"
+#include "run-command.h"
 #include "elf/elf.h"
 
 using namespace mld;
@@ -411,21 +412,8 @@ TEST(ElfBasics, MagicAndMachineNames) {
 
 // ─── (b) oracle: readelf on real objects ────────────────────────────────
 
-struct Cmd {
-  int status = -1;
-  std::string out;
-};
-Cmd run(const std::string& cmd) {
-  Cmd c;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return c;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) c.out.append(buf, n);
-  int st = pclose(p);
-  c.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return c;
-}
+using Cmd = mld::test::CommandResult;
+Cmd run(const std::string& cmd) { return mld::test::run_command(cmd); }
 std::string quote(const std::string& s) {
   std::string q = "'";
   for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);

@@ -8,21 +8,13 @@
 #include <string>
 
 #include "loader/loader.h"
+#include "run-command.h"
 
 using namespace mld;
 
 namespace {
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+std::string run(const std::string& cmd) { return mld::test::run_command(cmd).out; }
 
 // The directories ld.so would search for LD_LIBRARY_PATH=/mld-nonexistent.
 std::vector<std::string> real_subdirs() {
