@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast fuzz bench clean
+.PHONY: all build deps doctor test test-fast fuzz bench rules-doc clean
 
 all: build
 
@@ -33,6 +33,10 @@ fuzz: deps
 
 bench: build
 	@bench/run.sh
+
+# docs/rules.md is generated from rules/*.toml (a test checks it is current).
+rules-doc: build
+	@$(BUILD)/mldoctor rules --markdown > docs/rules.md
 
 clean:
 	rm -rf $(BUILD) build-fuzz

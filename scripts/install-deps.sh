@@ -9,10 +9,12 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev
   googletest libgtest-dev libgmock-dev
+  libvectorscan-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev libdw-dev
 )
 test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 libclang-rt-14-dev lld-14 util-linux
+  python3-torch python3-numba python3-opencv python3-numpy
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -4,6 +4,8 @@
 // missing, and the hazards of the result. With --load-order, the objects are
 // then dlopen()ed in order into the first PATH's process and the static TLS
 // outcome of each call is predicted.
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "loader/loader.h"
+#include "report/report.h"
 
 namespace mld::cli {
 
@@ -41,8 +44,12 @@ struct Target {
 
 std::optional<Target> target_of(const host::Host& host, const std::string& path, std::string* error) {
   try {
-    MappedFile f = host.map(path);
-    ByteView v = f.view();
+    // The ELF identification is all that is needed here: read 64 bytes
+    // rather than mapping the file (a mapping's faults and unmap cost more on
+    // the machines measured). When the read fails, map() says precisely why.
+    std::optional<std::string> head = host.read_file(path, 64);
+    if (!head) host.map(path);
+    ByteView v = head ? ByteView(reinterpret_cast<const u8*>(head->data()), head->size()) : ByteView();
     if (!elf::has_elf_magic(v) || v.size() < 20) {
       *error = path + ": not an ELF file";
       return std::nullopt;
@@ -106,27 +113,6 @@ json process_json(const Process& p) {
     objs.push_back(std::move(j));
   }
   return objs;
-}
-
-json findings_json(const std::vector<Finding>& fs) {
-  json a = json::array();
-  for (const Finding& f : fs) {
-    json ev = json::array();
-    for (const Evidence& e : f.evidence) {
-      json j = {{"text", e.text}};
-      if (!e.file.empty()) j["file"] = e.file;
-      if (e.line) j["line"] = *e.line;
-      ev.push_back(std::move(j));
-    }
-    a.push_back({{"rule", f.rule},
-                 {"severity", std::string(severity_name(f.severity))},
-                 {"subject", f.subject},
-                 {"message", f.message},
-                 {"evidence", std::move(ev)},
-                 {"fix", f.fix},
-                 {"env_fix", f.env_fix}});
-  }
-  return a;
 }
 
 // How an object was found, for the text views: "[ld.so.cache]",
@@ -197,24 +183,6 @@ void print_tree_node(std::FILE* out, const Process& p, size_t idx, const std::st
 }
 
 }  // namespace
-
-size_t print_findings(std::FILE* out, const std::vector<Finding>& findings, const CommonOptions& common) {
-  size_t failing = 0;
-  for (const Finding& f : findings) {
-    const char* mark = f.severity == Severity::Error ? "✗" : f.severity == Severity::Warning ? "!" : "·";
-    const char* on = "";
-    const char* off = "";
-    if (common.color) {
-      on = f.severity == Severity::Error ? "\033[31m" : f.severity == Severity::Warning ? "\033[33m" : "\033[2m";
-      off = "\033[0m";
-    }
-    std::fprintf(out, " %s%s%s %s  %s\n", on, mark, off, f.message.c_str(), f.rule.c_str());
-    for (const Evidence& e : f.evidence) std::fprintf(out, "     %s\n", e.text.c_str());
-    if (!f.fix.empty()) std::fprintf(out, "     fix: %s\n", f.fix.c_str());
-    if (f.severity >= common.fail_on) failing++;
-  }
-  return failing;
-}
 
 int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   host::Host host = host::Host::live();
@@ -339,12 +307,14 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     doc["loaders"] = std::move(loaders);
     doc["inputs"] = std::move(inputs);
     if (!load_order_json.is_null()) doc["load_order"] = std::move(load_order_json);
-    doc["findings"] = findings_json(findings.findings);
+    json fj = json::array();
+    for (const Finding& f : findings.findings) fj.push_back(report::finding_json(f));
+    doc["findings"] = std::move(fj);
     std::string text = doc.dump(2);
     std::fprintf(out, "%s\n", text.c_str());
   } else {
     if (!findings.findings.empty()) std::fprintf(out, "\n");
-    print_findings(out, findings.findings, common);
+    for (const Finding& f : findings.findings) report::print_finding(out, f, {.color = common.color});
     size_t errors = 0, warnings = 0;
     for (const Finding& f : findings.findings) {
       errors += f.severity == Severity::Error;
@@ -354,8 +324,11 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       std::fprintf(out, "\n%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s",
                    warnings, warnings == 1 ? "" : "s");
   }
-  if (tool_error) return 2;
-  return failing > 0 ? 1 : 0;
+  // Every input's files are still mapped; unmapping them one by one costs
+  // more than the whole analysis of a small input, and exit does it at once.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(tool_error ? 2 : failing > 0 ? 1 : 0);
 }
 
 }  // namespace mld::cli

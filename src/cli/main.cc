@@ -1,8 +1,10 @@
 // main.cc — entry point: declares the subcommands and their options in one
 // place (CLI11), validates them into the option structs of cli.h, and maps
 // failures to exit status 2 with a one-line "mldoctor: error:" message.
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
@@ -22,12 +24,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("mldoctor ") + MLD_VERSION);
 
   CommonOptions common;
-  bool json = false, no_color = false;
+  bool json = false, no_color = false, markdown = false;
   std::string fail_on = "error";
   auto add_common = [&](CLI::App* sub) {
     sub->add_option("--root", common.root, "analyse the tree mounted at DIR instead of this machine")
         ->check(CLI::ExistingDirectory);
     sub->add_flag("--json", json, "machine-readable output (schema in docs/json-schema.md)");
+    sub->add_flag("--markdown", markdown, "Markdown output, for pasting into a bug report");
+    sub->add_option("--rules-dir", common.rules_dir, "add the rules (*.toml) in DIR to the builtin ones")
+        ->check(CLI::ExistingDirectory);
+    sub->add_flag("--no-builtin-rules", common.no_builtin_rules, "use only the rules of --rules-dir");
     sub->add_flag("--no-color", no_color, "no colour (also NO_COLOR)");
     sub->add_option("--fail-on", fail_on, "exit 1 when a finding reaches this severity")
         ->check(CLI::IsMember({"info", "warning", "error"}));
@@ -45,6 +51,26 @@ int main(int argc, char** argv) {
   libs_cmd->add_option("--glibc", libs.glibc, "model this glibc release instead of the detected one");
   add_common(libs_cmd);
 
+  LogsOptions logs;
+  CLI::App* logs_cmd = app.add_subcommand(
+      "logs", "diagnose log files or a stream against the knowledge base (gzip is read as is)");
+  logs_cmd->add_option("FILE", logs.paths, "log files; - or none: standard input");
+  logs_cmd->add_flag("--follow,-f", logs.follow, "keep reading as the file grows; report stalls");
+  logs_cmd->add_option("--context,-C", logs.context, "lines of context around each first occurrence")
+      ->check(CLI::Range(0, 1000));
+  logs_cmd->add_option("--stall", logs.stall_seconds, "--follow: seconds without output that count as a stall")
+      ->check(CLI::Range(1.0, 86400.0));
+  logs_cmd->add_option("--threads,-j", logs.threads, "scanning threads (default: usable CPUs, at most 4)")
+      ->check(CLI::Range(1, 64));
+  add_common(logs_cmd);
+
+  CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
+  add_common(rules_cmd);
+  std::string explain_id;
+  CLI::App* explain_cmd = app.add_subcommand("explain", "print one rule: cause, fix, references");
+  explain_cmd->add_option("ID", explain_id, "rule id, e.g. OMP010")->required();
+  add_common(explain_cmd);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,7 +78,19 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   common.fail_on = *parse_severity(fail_on);
-  common.format = json ? OutputFormat::Json : tree ? OutputFormat::Tree : OutputFormat::Text;
+  if (logs.threads == 0) {
+    cpu_set_t set;
+    unsigned usable = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
+    logs.threads = std::clamp(usable, 1u, 4u);
+  }
+  if (json && markdown) {
+    print_error("--json and --markdown exclude each other");
+    return 2;
+  }
+  common.format = json       ? OutputFormat::Json
+                  : markdown ? OutputFormat::Markdown
+                  : tree     ? OutputFormat::Tree
+                             : OutputFormat::Text;
   common.color = !no_color && !std::getenv("NO_COLOR") && isatty(STDOUT_FILENO);
   if (!load_order.empty()) {
     size_t i = 0;
@@ -65,6 +103,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (*libs_cmd) return run_libs(common, libs);
+    if (*logs_cmd) return run_logs(common, logs);
+    if (*rules_cmd) return run_rules(common);
+    if (*explain_cmd) return run_explain(common, explain_id);
   } catch (const std::exception& e) {
     print_error(e.what());
     return 2;

@@ -19,19 +19,62 @@ namespace mld::elf::detail {
 // Shorthand for the printf "%llx"/"%llu" family with u64 arguments.
 inline unsigned long long ull(u64 v) { return static_cast<unsigned long long>(v); }
 
-// Reads ELF fields of one file: half (16), word (32) and class-sized
-// addresses/offsets/xwords (32 or 64 bits), all in the file's byte order.
+// Reads ELF fields of one structure of a file: half (16), word (32) and
+// class-sized addresses/offsets/xwords (32 or 64 bits), all in the file's
+// byte order. The structure is the `size` bytes at file offset `base` of the
+// source (often everything to the end of the file); bytes are fetched from
+// the source only when read, so a Reader over "the rest of a 2 MiB file"
+// costs nothing until used. Offsets are relative to `base`; an access outside
+// [0, size) throws ParseError("<what> out of bounds", base + off), as a
+// ByteView of the same bytes would.
 struct Reader {
-  ByteView v;
+  const ByteSource* src = nullptr;
+  u64 base = 0;
+  u64 size_ = 0;
   bool is64 = false;
   bool be = false;
 
-  u8 byte(u64 off) const { return v.u8_at(off); }
-  u16 half(u64 off) const { return v.u16_at(off, be); }
-  u32 word(u64 off) const { return v.u32_at(off, be); }
-  u64 xword(u64 off) const { return v.u64_at(off, be); }
+  u64 size() const { return size_; }
+  u64 base_offset() const { return base; }
+  bool contains(u64 off, u64 n) const {
+    std::optional<u64> end = checked_add(off, n);
+    return end && *end <= size_;
+  }
+  // The bytes [off, off+n) (read now). Requires: inside the structure.
+  ByteView view(u64 off, u64 n, const char* what = "range") const {
+    if (!contains(off, n)) throw ParseError(std::string(what) + " out of bounds", base + off);
+    return src->range(base + off, n, what);
+  }
+  // The structure [off, off+n) of this one. Requires: inside it.
+  Reader sub(u64 off, u64 n, const char* what = "range") const {
+    if (!contains(off, n)) throw ParseError(std::string(what) + " out of bounds", base + off);
+    return Reader{src, base + off, n, is64, be};
+  }
+  // Reads [off, off+n) ahead in one piece when a loop is about to read it
+  // field by field (no effect on in-memory sources or outside the bounds).
+  void prefetch(u64 off, u64 n) const {
+    if (!src->in_memory() && n > 0 && contains(off, n)) src->range(base + off, n);
+  }
+
+  u8 byte(u64 off) const { return view(off, 1, "integer").data()[0]; }
+  u16 half(u64 off) const { return view(off, 2, "integer").u16_at(0, be); }
+  u32 word(u64 off) const { return view(off, 4, "integer").u32_at(0, be); }
+  u64 xword(u64 off) const { return view(off, 8, "integer").u64_at(0, be); }
   // Elf32_Addr/Off/Word or Elf64_Addr/Off/Xword depending on the class.
-  u64 addr(u64 off) const { return is64 ? v.u64_at(off, be) : v.u32_at(off, be); }
+  u64 addr(u64 off) const { return is64 ? xword(off) : word(off); }
+};
+
+// A string table (DT_STRTAB, a section's SHT_STRTAB): `size` bytes at file
+// offset `offset`. Strings are read on demand, a growing window at a time,
+// so one name costs one small read, not the whole table.
+struct StringTable {
+  const ByteSource* src = nullptr;
+  u64 offset = 0;
+  u64 size = 0;
+
+  // The NUL-terminated string at `off`, nullopt when no NUL follows it
+  // inside the table. Requires: off < size.
+  std::optional<std::string_view> find(u64 off) const;
 };
 
 inline constexpr u32 SHT_PROGBITS = 1, SHT_STRTAB = 3, SHT_NOTE = 7,
@@ -52,7 +95,7 @@ struct SectionHeader {
 // The section header table after extended numbering is applied (e_shnum == 0
 // and e_shstrndx == SHN_XINDEX take their real values from section 0).
 struct SectionTable {
-  Reader r;
+  Reader r;  // the whole file
   u64 offset = 0;
   u64 entsize = 0;
   u64 count = 0;     // 0: the file has no section headers
@@ -64,9 +107,12 @@ struct SectionTable {
   std::string_view name(const SectionHeader& sh) const;
   // The section's bytes; empty for SHT_NOBITS. Throws if out of bounds.
   ByteView contents(const SectionHeader& sh, const char* what) const;
+  // The same as a Reader (nothing read yet).
+  Reader contents_reader(const SectionHeader& sh, const char* what) const;
 };
 
-// Builds and bounds-checks the table from the raw ELF header values.
+// Builds and bounds-checks the table from the raw ELF header values; `r`
+// covers the whole file.
 // Throws ParseError("section header table out of bounds ...") when the table
 // does not fit in the file.
 SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,

@@ -2,7 +2,9 @@
 // the dynamic section: the GNU build-id note (NT_GNU_BUILD_ID, which
 // `mldoctor` prints so a user can match a library with its debug info and
 // its package) and the `.comment` section (the compiler identification
-// strings that tell which GCC/Clang built an extension).
+// strings that tell which GCC/Clang built an extension), and a named
+// section's bytes for callers that look for a string in `.rodata` (the glibc
+// release banner) without scanning the whole file.
 //
 // The loader never looks at sections, so neither does ElfFile::parse beyond
 // checking the table's extent; these decoders walk it only on request.
@@ -29,7 +31,7 @@ constexpr u32 NT_GNU_BUILD_ID = 3;
 std::optional<ByteView> find_build_id(const detail::Reader& r, u64 align) {
   auto pad = [align](u64 n) { return (n + align - 1) & ~(align - 1); };
   u64 off = 0;
-  while (r.v.size() - off >= 12) {
+  while (r.size() - off >= 12) {
     const u64 namesz = r.word(off), descsz = r.word(off + 4);
     const u32 type = r.word(off + 8);
     const u64 name_off = off + 12;
@@ -39,15 +41,15 @@ std::optional<ByteView> find_build_id(const detail::Reader& r, u64 align) {
     const u64 desc_off = off + pad(12 + namesz);
     const u64 desc_end = desc_off + descsz;
     // The last note's padding may lie beyond the area; that is fine.
-    const u64 next = std::min<u64>(pad(desc_end), r.v.size());
-    if (desc_end > r.v.size()) {
-      fail(r.v.base_offset() + off,
+    const u64 next = std::min<u64>(pad(desc_end), r.size());
+    if (desc_end > r.size()) {
+      fail(r.base_offset() + off,
            "note out of bounds (namesz %llu, descsz %llu, %llu bytes left in the note area)",
-           ull(namesz), ull(descsz), ull(r.v.size() - off));
+           ull(namesz), ull(descsz), ull(r.size() - off));
     }
     if (type == NT_GNU_BUILD_ID && namesz == 4 &&
-        std::memcmp(r.v.data() + name_off, "GNU", 4) == 0) {
-      return r.v.sub(desc_off, descsz);
+        std::memcmp(r.view(name_off, 4).data(), "GNU", 4) == 0) {
+      return r.view(desc_off, descsz);
     }
     off = next;
   }
@@ -57,23 +59,26 @@ std::optional<ByteView> find_build_id(const detail::Reader& r, u64 align) {
 }  // namespace
 
 std::optional<std::string> ElfFile::build_id() const {
+  const detail::Reader file{src_.get(), 0, src_->size(), is_64_, big_endian_};
   for (const ProgramHeader& ph : phdrs_) {
     if (ph.p_type != PT_NOTE) continue;
-    if (!bytes_.contains(ph.p_offset, ph.p_filesz)) {
+    if (!file.contains(ph.p_offset, ph.p_filesz)) {
       fail(ph.p_offset, "PT_NOTE out of bounds (offset 0x%llx, size 0x%llx, file size 0x%llx)",
-           ull(ph.p_offset), ull(ph.p_filesz), ull(bytes_.size()));
+           ull(ph.p_offset), ull(ph.p_filesz), ull(src_->size()));
     }
-    const detail::Reader r{bytes_.sub(ph.p_offset, ph.p_filesz), is_64_, big_endian_};
+    const detail::Reader r = file.sub(ph.p_offset, ph.p_filesz);
+    r.prefetch(0, ph.p_filesz);
     if (std::optional<ByteView> id = find_build_id(r, ph.p_align == 8 ? 8 : 4)) return to_hex(*id);
   }
   // No PT_NOTE carries it (relocatable objects, odd linkers): the sections.
-  const detail::Reader fr{bytes_, is_64_, big_endian_};
   detail::SectionTable t =
-      detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+      detail::make_section_table(file, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+  t.r.prefetch(t.offset, t.count * t.entsize);
   for (u64 i = 0; i < t.count; i++) {
     detail::SectionHeader sh = t.at(i);
     if (sh.sh_type != detail::SHT_NOTE) continue;
-    const detail::Reader r{t.contents(sh, "note section"), is_64_, big_endian_};
+    const detail::Reader r = t.contents_reader(sh, "note section");
+    r.prefetch(0, r.size());
     if (std::optional<ByteView> id = find_build_id(r, sh.sh_addralign == 8 ? 8 : 4)) {
       return to_hex(*id);
     }
@@ -81,17 +86,34 @@ std::optional<std::string> ElfFile::build_id() const {
   return std::nullopt;
 }
 
-std::vector<std::string_view> ElfFile::comments() const {
-  std::vector<std::string_view> out;
-  const detail::Reader fr{bytes_, is_64_, big_endian_};
+std::optional<ByteView> ElfFile::progbits_section(std::string_view name) const {
+  std::optional<FileRange> at = progbits_range(name);
+  if (!at) return std::nullopt;
+  return src_->range(at->offset, at->size, "section");
+}
+
+std::optional<FileRange> ElfFile::progbits_range(std::string_view name, const char* what) const {
+  const detail::Reader fr{src_.get(), 0, src_->size(), is_64_, big_endian_};
   detail::SectionTable t =
       detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+  t.r.prefetch(t.offset, t.count * t.entsize);
   for (u64 i = 1; i < t.count; i++) {
     detail::SectionHeader sh = t.at(i);
-    if (sh.sh_type != detail::SHT_PROGBITS || t.name(sh) != ".comment") continue;
+    if (sh.sh_type == detail::SHT_PROGBITS && t.name(sh) == name) {
+      const detail::Reader r = t.contents_reader(sh, what);
+      return FileRange{r.base_offset(), r.size()};
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string_view> ElfFile::comments() const {
+  std::vector<std::string_view> out;
+  std::optional<FileRange> at = progbits_range(".comment", ".comment section");
+  if (at) {
     // A sequence of NUL-terminated strings; linkers merge the ones of every
     // input object, so repeats are already gone. Skip empty strings.
-    std::string_view all = t.contents(sh, ".comment section").as_string_view();
+    std::string_view all = src_->range(at->offset, at->size, ".comment section").as_string_view();
     while (!all.empty()) {
       const size_t nul = all.find('\0');
       std::string_view s = all.substr(0, nul);
@@ -99,7 +121,6 @@ std::vector<std::string_view> ElfFile::comments() const {
       if (nul == std::string_view::npos) break;
       all.remove_prefix(nul + 1);
     }
-    break;
   }
   return out;
 }

@@ -33,33 +33,34 @@ constexpr u64 VERNEED_SIZE = 16, VERNAUX_SIZE = 16;
 constexpr u64 VERDEF_SIZE = 20, VERDAUX_SIZE = 8;
 constexpr u16 EM_ALPHA = 41;
 
-// The bytes from `vaddr` to the end of the file. Requires: vaddr inside a
-// PT_LOAD's file bytes; else ParseError naming the dynamic tag.
-ByteView table_from(const ElfFile& f, ByteView bytes, u64 vaddr, const char* tag) {
+// The bytes from `vaddr` to the end of the file (read only where used).
+// Requires: vaddr inside a PT_LOAD's file bytes; else ParseError naming the
+// dynamic tag.
+detail::Reader table_from(const ElfFile& f, u64 vaddr, const char* tag) {
+  const u64 size = f.source().size();
   std::optional<u64> off = f.vaddr_to_offset(vaddr);
-  if (!off || *off >= bytes.size()) {
+  if (!off || *off >= size) {
     fail(0,
          "dynamic section entry %s points outside the file (address 0x%llx is in "
          "no PT_LOAD segment's file bytes)",
          tag, ull(vaddr));
   }
-  return bytes.sub_from(*off);
+  return detail::Reader{&f.source(), *off, size - *off, f.is_64(), f.big_endian()};
 }
 
 // A NUL-terminated string at `off` in a string table (dynstr or a section).
-std::string_view string_at(ByteView strtab, u64 off, const char* what) {
-  if (off >= strtab.size()) {
-    fail(strtab.base_offset(),
+std::string_view string_at(const detail::StringTable& strtab, u64 off, const char* what) {
+  if (off >= strtab.size) {
+    fail(strtab.offset,
          "%s name offset 0x%llx is past the end of the string table (size 0x%llx)",
-         what, ull(off), ull(strtab.size()));
+         what, ull(off), ull(strtab.size));
   }
-  const void* nul = std::memchr(strtab.data() + off, 0, strtab.size() - off);
-  if (!nul) {
-    fail(strtab.base_offset() + off, "%s name at string table offset 0x%llx is not NUL-terminated",
+  std::optional<std::string_view> s = strtab.find(off);
+  if (!s) {
+    fail(strtab.offset + off, "%s name at string table offset 0x%llx is not NUL-terminated",
          what, ull(off));
   }
-  return std::string_view(reinterpret_cast<const char*>(strtab.data() + off),
-                          static_cast<const u8*>(nul) - (strtab.data() + off));
+  return *s;
 }
 
 // One Elf32_Sym / Elf64_Sym; versions are filled in by the caller.
@@ -68,19 +69,19 @@ std::string_view string_at(ByteView strtab, u64 off, const char* what) {
 //   Elf32_Sym {st_name@0, st_value@4, st_size@8, st_info@12, st_other@13,
 //              st_shndx@14}                                  (16 bytes)
 // Requires: `syms` starts at the table; index*entsize inside it (checked).
-DynamicSymbol read_symbol(const detail::Reader& fr, ByteView syms, u64 entsize,
-                          ByteView strtab, u64 index) {
+DynamicSymbol read_symbol(const detail::Reader& syms, u64 entsize,
+                          const detail::StringTable& strtab, u64 index) {
   std::optional<u64> off = checked_mul(index, entsize);
-  const u64 natural = fr.is64 ? 24 : 16;
+  const u64 natural = syms.is64 ? 24 : 16;
   if (!off || !syms.contains(*off, natural)) {
     fail(syms.base_offset(), "symbol index %llu is past the end of the dynamic symbol table",
          ull(index));
   }
-  const detail::Reader r{syms.sub(*off, natural), fr.is64, fr.be};
+  const detail::Reader r = syms.sub(*off, natural);
   DynamicSymbol s;
   u32 st_name = r.word(0);
   u8 st_info;
-  if (fr.is64) {
+  if (syms.is64) {
     st_info = r.byte(4);
     s.shndx = r.half(6);
     s.value = r.xword(8);
@@ -98,11 +99,12 @@ DynamicSymbol read_symbol(const detail::Reader& fr, ByteView syms, u64 entsize,
 }
 
 // Symbol count from DT_HASH: nchain equals the number of symbols (gABI).
-u64 sysv_hash_count(const ElfFile& f, ByteView bytes, u64 hash, const detail::Reader& fr) {
-  const detail::Reader r{table_from(f, bytes, hash, "DT_HASH"), fr.is64, fr.be};
+u64 sysv_hash_count(const ElfFile& f, u64 hash) {
+  const detail::Reader r = table_from(f, hash, "DT_HASH");
+  const detail::Reader& fr = r;
   // s390x and Alpha use 64-bit hash table entries (as readelf knows).
   const bool wide = fr.is64 && (f.e_machine() == EM_S390 || f.e_machine() == EM_ALPHA);
-  if (!r.v.contains(0, wide ? 16 : 8)) fail(r.v.base_offset(), "DT_HASH table header out of bounds");
+  if (!r.contains(0, wide ? 16 : 8)) fail(r.base_offset(), "DT_HASH table header out of bounds");
   return wide ? r.xword(8) : r.word(4);
 }
 
@@ -111,30 +113,32 @@ u64 sysv_hash_count(const ElfFile& f, ByteView bytes, u64 hash, const detail::Re
 // (bit 0 set); that symbol is the last one (as glibc's dl-lookup and readelf
 // do). The walk moves forward one 4-byte entry per step and stops at the end
 // of the file, so it cannot loop.
-u64 gnu_hash_count(const ElfFile& f, ByteView bytes, u64 gnu_hash, const detail::Reader& fr) {
-  const detail::Reader r{table_from(f, bytes, gnu_hash, "DT_GNU_HASH"), fr.is64, fr.be};
-  if (!r.v.contains(0, 16)) fail(r.v.base_offset(), "DT_GNU_HASH table header out of bounds");
+u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash) {
+  const detail::Reader r = table_from(f, gnu_hash, "DT_GNU_HASH");
+  const detail::Reader& fr = r;
+  if (!r.contains(0, 16)) fail(r.base_offset(), "DT_GNU_HASH table header out of bounds");
   const u64 nbuckets = r.word(0), symoffset = r.word(4), bloom_size = r.word(8);
   const u64 bloom_bytes = bloom_size * (fr.is64 ? 8 : 4);  // < 2^36: no overflow
   const u64 buckets = 16 + bloom_bytes;
-  if (!r.v.contains(buckets, nbuckets * 4)) {
-    fail(r.v.base_offset(),
+  if (!r.contains(buckets, nbuckets * 4)) {
+    fail(r.base_offset(),
          "DT_GNU_HASH table out of bounds (%llu bloom words, %llu buckets, %llu bytes "
          "to the end of the file)",
-         ull(bloom_size), ull(nbuckets), ull(r.v.size()));
+         ull(bloom_size), ull(nbuckets), ull(r.size()));
   }
+  r.prefetch(buckets, nbuckets * 4);
   u64 max_bucket = 0;
   for (u64 i = 0; i < nbuckets; i++) max_bucket = std::max<u64>(max_bucket, r.word(buckets + 4 * i));
   if (max_bucket == 0) return symoffset;  // no hashed symbols
   if (max_bucket < symoffset) {
-    fail(r.v.base_offset(), "DT_GNU_HASH bucket value %llu is below symoffset %llu",
+    fail(r.base_offset(), "DT_GNU_HASH bucket value %llu is below symoffset %llu",
          ull(max_bucket), ull(symoffset));
   }
   const u64 chains = buckets + nbuckets * 4;
   for (u64 i = max_bucket;; i++) {
     const u64 at = chains + (i - symoffset) * 4;
-    if (!r.v.contains(at, 4)) {
-      fail(r.v.base_offset() + chains,
+    if (!r.contains(at, 4)) {
+      fail(r.base_offset() + chains,
            "GNU hash chain runs past the end of the file (symbol index %llu has no "
            "end-of-chain marker)",
            ull(i));
@@ -186,43 +190,44 @@ bool machine_has_tls_relocs(u16 machine) {
 std::vector<VersionNeed> ElfFile::version_needs() const {
   std::vector<VersionNeed> out;
   if (!verneed_) return out;
-  const detail::Reader r{table_from(*this, bytes_, verneed_, "DT_VERNEED"), is_64_, big_endian_};
-  const u64 fit = r.v.size() / VERNEED_SIZE;
+  const detail::Reader r = table_from(*this, verneed_, "DT_VERNEED");
+  const detail::StringTable dynstr{src_.get(), dynstr_off_, dynstr_size_};
+  const u64 fit = r.size() / VERNEED_SIZE;
   if (verneednum_ > fit) {
-    fail(r.v.base_offset(), "DT_VERNEEDNUM %llu exceeds the %llu entries that fit in the file",
+    fail(r.base_offset(), "DT_VERNEEDNUM %llu exceeds the %llu entries that fit in the file",
          ull(verneednum_), ull(fit));
   }
   // Without DT_VERNEEDNUM, follow vn_next to its zero link like glibc; every
   // entry takes 16 bytes, so more than `fit` entries means a loop.
   const u64 limit = verneednum_ ? verneednum_ : fit;
   out.reserve(verneednum_);
-  u64 aux_budget = r.v.size() / VERNAUX_SIZE;  // total Vernaux entries that fit
+  u64 aux_budget = r.size() / VERNAUX_SIZE;  // total Vernaux entries that fit
   u64 off = 0;
   for (u64 i = 0;; i++) {
     if (i == limit) {
       if (verneednum_) break;
-      fail(r.v.base_offset() + off, "version need chain loops (more than %llu entries)", ull(fit));
+      fail(r.base_offset() + off, "version need chain loops (more than %llu entries)", ull(fit));
     }
-    if (!r.v.contains(off, VERNEED_SIZE)) {
-      fail(r.v.base_offset() + off, "version need entry %llu out of bounds", ull(i));
+    if (!r.contains(off, VERNEED_SIZE)) {
+      fail(r.base_offset() + off, "version need entry %llu out of bounds", ull(i));
     }
     const u16 vn_cnt = r.half(off + 2);
     const u32 vn_file = r.word(off + 4), vn_aux = r.word(off + 8), vn_next = r.word(off + 12);
     // A link shorter than an entry points back into the entry itself.
     if (vn_aux < VERNEED_SIZE && vn_cnt > 0) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version need chain loops (vn_aux 0x%x of entry %llu points into the entry itself)",
            vn_aux, ull(i));
     }
     if (vn_next != 0 && vn_next < VERNEED_SIZE) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version need chain loops (vn_next 0x%x of entry %llu points into the entry itself)",
            vn_next, ull(i));
     }
     VersionNeed need;
-    need.file = string_at(dynstr_, vn_file, "version need file");
+    need.file = string_at(dynstr, vn_file, "version need file");
     if (vn_cnt > aux_budget) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version need entry %llu has %u auxiliary entries, more than fit in the file",
            ull(i), vn_cnt);
     }
@@ -230,26 +235,26 @@ std::vector<VersionNeed> ElfFile::version_needs() const {
     need.entries.reserve(vn_cnt);
     u64 aoff = off + vn_aux;
     for (u32 j = 0; j < vn_cnt; j++) {
-      if (!r.v.contains(aoff, VERNAUX_SIZE)) {
-        fail(r.v.base_offset() + off, "version need auxiliary entry out of bounds (entry %llu)",
+      if (!r.contains(aoff, VERNAUX_SIZE)) {
+        fail(r.base_offset() + off, "version need auxiliary entry out of bounds (entry %llu)",
              ull(i));
       }
       VersionNeedEntry e;
       e.hash = r.word(aoff);
       e.flags = r.half(aoff + 4);
       e.other = r.half(aoff + 6);
-      e.name = string_at(dynstr_, r.word(aoff + 8), "version need");
+      e.name = string_at(dynstr, r.word(aoff + 8), "version need");
       need.entries.push_back(e);
       const u32 vna_next = r.word(aoff + 12);
       if (vna_next != 0 && vna_next < VERNAUX_SIZE) {
-        fail(r.v.base_offset() + aoff,
+        fail(r.base_offset() + aoff,
              "version need auxiliary chain loops (vna_next 0x%x points into the entry itself)",
              vna_next);
       }
       if (vna_next == 0 && j + 1 < vn_cnt) {
         // A zero link before vn_cnt entries makes a count-driven reader
         // (readelf) revisit the same entry: the chain points at itself.
-        fail(r.v.base_offset() + aoff,
+        fail(r.base_offset() + aoff,
              "version need auxiliary chain loops (vna_next is 0 after %u of %u entries)",
              j + 1, vn_cnt);
       }
@@ -258,7 +263,7 @@ std::vector<VersionNeed> ElfFile::version_needs() const {
     out.push_back(std::move(need));
     if (vn_next == 0) {
       if (verneednum_ && i + 1 < verneednum_) {
-        fail(r.v.base_offset() + off,
+        fail(r.base_offset() + off,
              "version need chain loops (vn_next is 0 after %llu of %llu entries)", ull(i + 1),
              ull(verneednum_));
       }
@@ -270,28 +275,39 @@ std::vector<VersionNeed> ElfFile::version_needs() const {
 }
 
 // The DT_VERDEF chain (what _dl_check_map_versions matches needs against).
+const std::vector<VersionNeed>& ElfFile::cached_version_needs() const {
+  if (!version_needs_cache_) version_needs_cache_ = version_needs();
+  return *version_needs_cache_;
+}
+
+const std::vector<VersionDef>& ElfFile::cached_version_defs() const {
+  if (!version_defs_cache_) version_defs_cache_ = version_defs();
+  return *version_defs_cache_;
+}
+
 // Requires and bounds as for version_needs, with DT_VERDEFNUM.
 std::vector<VersionDef> ElfFile::version_defs() const {
   std::vector<VersionDef> out;
   if (!verdef_) return out;
-  const detail::Reader r{table_from(*this, bytes_, verdef_, "DT_VERDEF"), is_64_, big_endian_};
-  const u64 fit = r.v.size() / VERDEF_SIZE;
+  const detail::Reader r = table_from(*this, verdef_, "DT_VERDEF");
+  const detail::StringTable dynstr{src_.get(), dynstr_off_, dynstr_size_};
+  const u64 fit = r.size() / VERDEF_SIZE;
   if (verdefnum_ > fit) {
-    fail(r.v.base_offset(), "DT_VERDEFNUM %llu exceeds the %llu entries that fit in the file",
+    fail(r.base_offset(), "DT_VERDEFNUM %llu exceeds the %llu entries that fit in the file",
          ull(verdefnum_), ull(fit));
   }
   const u64 limit = verdefnum_ ? verdefnum_ : fit;
   out.reserve(verdefnum_);
-  u64 aux_budget = r.v.size() / VERDAUX_SIZE;
+  u64 aux_budget = r.size() / VERDAUX_SIZE;
   u64 off = 0;
   for (u64 i = 0;; i++) {
     if (i == limit) {
       if (verdefnum_) break;
-      fail(r.v.base_offset() + off, "version definition chain loops (more than %llu entries)",
+      fail(r.base_offset() + off, "version definition chain loops (more than %llu entries)",
            ull(fit));
     }
-    if (!r.v.contains(off, VERDEF_SIZE)) {
-      fail(r.v.base_offset() + off, "version definition entry %llu out of bounds", ull(i));
+    if (!r.contains(off, VERDEF_SIZE)) {
+      fail(r.base_offset() + off, "version definition entry %llu out of bounds", ull(i));
     }
     VersionDef def;
     def.flags = r.half(off + 2);
@@ -300,19 +316,19 @@ std::vector<VersionDef> ElfFile::version_defs() const {
     def.hash = r.word(off + 8);
     const u32 vd_aux = r.word(off + 12), vd_next = r.word(off + 16);
     if (vd_aux < VERDEF_SIZE && vd_cnt > 0) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version definition chain loops (vd_aux 0x%x of entry %llu points into the entry "
            "itself)",
            vd_aux, ull(i));
     }
     if (vd_next != 0 && vd_next < VERDEF_SIZE) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version definition chain loops (vd_next 0x%x of entry %llu points into the entry "
            "itself)",
            vd_next, ull(i));
     }
     if (vd_cnt > aux_budget) {
-      fail(r.v.base_offset() + off,
+      fail(r.base_offset() + off,
            "version definition entry %llu has %u auxiliary entries, more than fit in the file",
            ull(i), vd_cnt);
     }
@@ -320,11 +336,11 @@ std::vector<VersionDef> ElfFile::version_defs() const {
     if (vd_cnt > 1) def.parents.reserve(vd_cnt - 1);
     u64 aoff = off + vd_aux;
     for (u32 j = 0; j < vd_cnt; j++) {
-      if (!r.v.contains(aoff, VERDAUX_SIZE)) {
-        fail(r.v.base_offset() + off,
+      if (!r.contains(aoff, VERDAUX_SIZE)) {
+        fail(r.base_offset() + off,
              "version definition auxiliary entry out of bounds (entry %llu)", ull(i));
       }
-      std::string_view name = string_at(dynstr_, r.word(aoff), "version definition");
+      std::string_view name = string_at(dynstr, r.word(aoff), "version definition");
       if (j == 0) {
         def.name = name;
       } else {
@@ -332,13 +348,13 @@ std::vector<VersionDef> ElfFile::version_defs() const {
       }
       const u32 vda_next = r.word(aoff + 4);
       if (vda_next != 0 && vda_next < VERDAUX_SIZE) {
-        fail(r.v.base_offset() + aoff,
+        fail(r.base_offset() + aoff,
              "version definition auxiliary chain loops (vda_next 0x%x points into the entry "
              "itself)",
              vda_next);
       }
       if (vda_next == 0 && j + 1 < vd_cnt) {
-        fail(r.v.base_offset() + aoff,
+        fail(r.base_offset() + aoff,
              "version definition auxiliary chain loops (vda_next is 0 after %u of %u "
              "entries)",
              j + 1, vd_cnt);
@@ -348,7 +364,7 @@ std::vector<VersionDef> ElfFile::version_defs() const {
     out.push_back(std::move(def));
     if (vd_next == 0) {
       if (verdefnum_ && i + 1 < verdefnum_) {
-        fail(r.v.base_offset() + off,
+        fail(r.base_offset() + off,
              "version definition chain loops (vd_next is 0 after %llu of %llu entries)",
              ull(i + 1), ull(verdefnum_));
       }
@@ -363,18 +379,19 @@ std::vector<VersionDef> ElfFile::version_defs() const {
 // section; like `readelf -D` we take it from DT_HASH, else DT_GNU_HASH, else the
 // SHT_DYNSYM section header. Requires: count * DT_SYMENT bytes in the file.
 std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
-  const detail::Reader fr{bytes_, is_64_, big_endian_};
+  const detail::Reader fr{src_.get(), 0, src_->size(), is_64_, big_endian_};
   const u64 natural = is_64_ ? 24 : 16;
-  ByteView syms, strtab = dynstr_;
+  detail::Reader syms{src_.get(), 0, 0, is_64_, big_endian_};
+  detail::StringTable strtab{src_.get(), dynstr_off_, dynstr_size_};
   u64 entsize = natural;
   std::optional<u64> count;
   if (symtab_) {
-    syms = table_from(*this, bytes_, symtab_, "DT_SYMTAB");
+    syms = table_from(*this, symtab_, "DT_SYMTAB");
     if (syment_) entsize = syment_;
     if (hash_) {
-      count = sysv_hash_count(*this, bytes_, hash_, fr);
+      count = sysv_hash_count(*this, hash_);
     } else if (gnu_hash_) {
-      count = gnu_hash_count(*this, bytes_, gnu_hash_, fr);
+      count = gnu_hash_count(*this, gnu_hash_);
     }
   }
   if (!count) {
@@ -385,9 +402,10 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
       detail::SectionHeader sh = t.at(i);
       if (sh.sh_type != detail::SHT_DYNSYM) continue;
       if (!symtab_) {
-        syms = t.contents(sh, ".dynsym section");
+        syms = t.contents_reader(sh, ".dynsym section");
         if (sh.sh_entsize) entsize = sh.sh_entsize;
-        strtab = t.contents(t.at(sh.sh_link), ".dynsym string table");
+        const detail::Reader names = t.contents_reader(t.at(sh.sh_link), ".dynsym string table");
+        strtab = detail::StringTable{src_.get(), names.base_offset(), names.size()};
       }
       count = sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : natural);
       break;
@@ -409,13 +427,17 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
 
   // Versions: .gnu.version holds one half per symbol; index 0 is local,
   // 1 global, others name a Verdef (vd_ndx) or Vernaux (vna_other).
-  ByteView versym;
+  // Every symbol is read: fetch the tables in one piece each.
+  syms.prefetch(0, *need);
+  if (strtab.size > 0 && !src_->in_memory()) src_->range(strtab.offset, strtab.size);
+  detail::Reader versym{src_.get(), 0, 0, is_64_, big_endian_};
   std::vector<std::string_view> names;
   if (versym_) {
-    versym = table_from(*this, bytes_, versym_, "DT_VERSYM");
+    versym = table_from(*this, versym_, "DT_VERSYM");
     if (!versym.contains(0, *count * 2)) {
       fail(versym.base_offset(), "DT_VERSYM table out of bounds (%llu symbols)", ull(*count));
     }
+    versym.prefetch(0, *count * 2);
     auto note = [&names](u16 index, std::string_view name) {
       index &= 0x7fff;
       if (index >= names.size()) names.resize(index + 1);
@@ -429,9 +451,9 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
 
   out.reserve(*count);
   for (u64 i = 0; i < *count; i++) {
-    DynamicSymbol s = read_symbol(fr, syms, entsize, strtab, i);
+    DynamicSymbol s = read_symbol(syms, entsize, strtab, i);
     if (versym_) {
-      const u16 v = versym.u16_at(2 * i, big_endian_);
+      const u16 v = versym.half(2 * i);
       s.version_hidden = (v & 0x8000) != 0;
       s.version_index = v & 0x7fff;
       if (s.version_index >= 2 && s.version_index < names.size()) {
@@ -494,8 +516,8 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
   }
   if (nranges == 0) return out;
 
-  const detail::Reader fr{bytes_, is_64_, big_endian_};
-  ByteView syms;
+  std::optional<detail::Reader> syms;
+  const detail::StringTable dynstr{src_.get(), dynstr_off_, dynstr_size_};
   const u64 sym_entsize = syment_ ? syment_ : (is_64_ ? 24 : 16);
   for (int k = 0; k < nranges; k++) {
     const Range& g = ranges[k];
@@ -503,13 +525,14 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
       fail(0, "%s %llu is smaller than the %llu-byte relocation entry", g.ent_tag,
            ull(g.entsize), ull(g.rela ? rela_natural : rel_natural));
     }
-    ByteView table = table_from(*this, bytes_, g.vaddr, g.tag);
+    const detail::Reader table = table_from(*this, g.vaddr, g.tag);
     if (!table.contains(0, g.size)) {
       fail(table.base_offset(),
            "%s table out of bounds (offset 0x%llx, size 0x%llx, file size 0x%llx)", g.tag,
-           ull(table.base_offset()), ull(g.size), ull(bytes_.size()));
+           ull(table.base_offset()), ull(g.size), ull(src_->size()));
     }
-    const detail::Reader r{table.sub(0, g.size), is_64_, big_endian_};
+    const detail::Reader r = table.sub(0, g.size);
+    r.prefetch(0, g.size);
     const u64 n = g.size / g.entsize;
     for (u64 i = 0; i < n; i++) {
       const u64 info = r.addr(i * g.entsize + (is_64_ ? 8 : 4));
@@ -523,11 +546,11 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
       t.symbol_index = sym;
       if (sym != 0) {
         if (!symtab_) {
-          fail(r.v.base_offset(), "%s relocation refers to symbol %u but there is no DT_SYMTAB",
+          fail(r.base_offset(), "%s relocation refers to symbol %u but there is no DT_SYMTAB",
                g.tag, sym);
         }
-        if (syms.empty()) syms = table_from(*this, bytes_, symtab_, "DT_SYMTAB");
-        DynamicSymbol s = read_symbol(fr, syms, sym_entsize, dynstr_, sym);
+        if (!syms) syms = table_from(*this, symtab_, "DT_SYMTAB");
+        DynamicSymbol s = read_symbol(*syms, sym_entsize, dynstr, sym);
         t.symbol_name = s.name;
         t.symbol_defined_here = s.defined();
       }

@@ -9,6 +9,7 @@
 // The input is untrusted: every read goes through ByteView, every count is
 // checked against the bytes that could hold it before anything is reserved,
 // and every failure is a ParseError whose message names the ELF structure.
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -76,13 +77,35 @@ std::string_view SectionTable::name(const SectionHeader& sh) const {
 
 ByteView SectionTable::contents(const SectionHeader& sh, const char* what) const {
   if (sh.sh_type == SHT_NOBITS) return ByteView();
-  if (!r.v.contains(sh.sh_offset, sh.sh_size)) {
+  return contents_reader(sh, what).view(0, sh.sh_size);
+}
+
+Reader SectionTable::contents_reader(const SectionHeader& sh, const char* what) const {
+  if (sh.sh_type == SHT_NOBITS) return Reader{r.src, 0, 0, r.is64, r.be};
+  if (!r.contains(sh.sh_offset, sh.sh_size)) {
     fail(sh.sh_offset,
          "%s out of bounds (section at offset 0x%llx, size 0x%llx, file size "
          "0x%llx)",
-         what, ull(sh.sh_offset), ull(sh.sh_size), ull(r.v.size()));
+         what, ull(sh.sh_offset), ull(sh.sh_size), ull(r.size()));
   }
-  return r.v.sub(sh.sh_offset, sh.sh_size);
+  return r.sub(sh.sh_offset, sh.sh_size);
+}
+
+std::optional<std::string_view> StringTable::find(u64 off) const {
+  // In memory the whole rest of the table is free to search; from a file,
+  // start with a window that holds most names and widen it when no NUL is
+  // in it.
+  const u64 avail = size - off;
+  u64 want = src->in_memory() ? avail : std::min<u64>(avail, 128);
+  for (;;) {
+    ByteView v = src->range(offset + off, want, "string");
+    if (const void* nul = std::memchr(v.data(), 0, v.size())) {
+      return std::string_view(reinterpret_cast<const char*>(v.data()),
+                              static_cast<const u8*>(nul) - v.data());
+    }
+    if (want == avail) return std::nullopt;
+    want = avail / 16 < want ? avail : want * 16;
+  }
 }
 
 // Requires: the ELF header was read; e_shoff == 0 means "no sections" (as
@@ -104,11 +127,11 @@ SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,
   t.shstrndx = e_shstrndx;
   if (e_shnum == 0 || e_shstrndx == SHN_XINDEX) {
     // Extended numbering (gABI): section 0 holds the real values.
-    if (!r.v.contains(e_shoff, natural)) {
+    if (!r.contains(e_shoff, natural)) {
       fail(e_shoff,
            "section header table out of bounds (e_shoff 0x%llx, file size "
            "0x%llx)",
-           ull(e_shoff), ull(r.v.size()));
+           ull(e_shoff), ull(r.size()));
     }
     t.count = 1;
     SectionHeader zero = t.at(0);
@@ -117,11 +140,11 @@ SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,
     if (t.count == 0) t.count = 1;  // section 0 itself is there
   }
   std::optional<u64> bytes = checked_mul(t.count, t.entsize);
-  if (!bytes || !r.v.contains(e_shoff, *bytes)) {
+  if (!bytes || !r.contains(e_shoff, *bytes)) {
     fail(e_shoff,
          "section header table out of bounds (e_shoff 0x%llx, %llu entries of "
          "%llu bytes, file size 0x%llx)",
-         ull(e_shoff), ull(t.count), ull(t.entsize), ull(r.v.size()));
+         ull(e_shoff), ull(t.count), ull(t.entsize), ull(r.size()));
   }
   return t;
 }
@@ -138,22 +161,21 @@ constexpr u16 PN_XNUM = 0xffff;
 
 // Resolves a string-valued dynamic entry (DT_NEEDED, DT_SONAME, ...) in the
 // dynamic string table. `tag` names the entry in the message.
-std::string_view dynamic_string(ByteView dynstr, u64 value, const char* tag) {
-  if (value >= dynstr.size()) {
-    fail(dynstr.base_offset(),
+std::string_view dynamic_string(const detail::StringTable& dynstr, u64 value, const char* tag) {
+  if (value >= dynstr.size) {
+    fail(dynstr.offset,
          "%s string offset 0x%llx is past the end of the dynamic string table "
          "(DT_STRSZ 0x%llx)",
-         tag, ull(value), ull(dynstr.size()));
+         tag, ull(value), ull(dynstr.size));
   }
-  const void* nul = std::memchr(dynstr.data() + value, 0, dynstr.size() - value);
-  if (!nul) {
-    fail(dynstr.base_offset() + value,
+  std::optional<std::string_view> s = dynstr.find(value);
+  if (!s) {
+    fail(dynstr.offset + value,
          "%s string at offset 0x%llx of the dynamic string table is not "
          "NUL-terminated",
          tag, ull(value));
   }
-  return std::string_view(reinterpret_cast<const char*>(dynstr.data() + value),
-                          static_cast<const u8*>(nul) - (dynstr.data() + value));
+  return *s;
 }
 
 }  // namespace
@@ -202,17 +224,25 @@ std::optional<u64> ElfFile::vaddr_to_offset(u64 vaddr) const {
 }
 
 ElfFile ElfFile::parse(ByteView bytes) {
+  return parse(std::make_shared<ViewSource>(bytes));
+}
+
+ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   ElfFile f;
-  f.bytes_ = bytes;
+  f.src_ = std::move(source);
+  const u64 file_size = f.src_->size();
 
   // ── ELF identification and header (glibc elf/dl-load.c open_verify) ──
-  if (bytes.empty()) fail(0, "empty file (0 bytes), not an ELF object");
-  if (!has_elf_magic(bytes)) fail(0, "not an ELF file (no \\x7fELF magic)");
-  if (bytes.size() < 16) {
+  if (file_size == 0) fail(0, "empty file (0 bytes), not an ELF object");
+  // The first KiB holds the ELF header and, in every linker's layout, the
+  // program headers: from a file, one read.
+  const ByteView ident = f.src_->range(0, std::min<u64>(file_size, 1024));
+  if (!has_elf_magic(ident)) fail(0, "not an ELF file (no \\x7fELF magic)");
+  if (file_size < 16) {
     fail(0, "file too short for the ELF identification (%llu bytes)",
-         ull(bytes.size()));
+         ull(file_size));
   }
-  const u8 ei_class = bytes.data()[4], ei_data = bytes.data()[5];
+  const u8 ei_class = ident.data()[4], ei_data = ident.data()[5];
   if (ei_class != ELFCLASS32 && ei_class != ELFCLASS64) {
     fail(4, "invalid ELF class %u in EI_CLASS (expected 1 for ELF32 or 2 for ELF64)",
          ei_class);
@@ -222,11 +252,11 @@ ElfFile ElfFile::parse(ByteView bytes) {
   }
   f.is_64_ = ei_class == ELFCLASS64;
   f.big_endian_ = ei_data == ELFDATA2MSB;
-  f.os_abi_ = bytes.data()[7];
+  f.os_abi_ = ident.data()[7];
   const u64 ehsize = f.is_64_ ? 64 : 52;
-  if (bytes.size() < ehsize) {
+  if (file_size < ehsize) {
     fail(0, "ELF header truncated: the file has %llu bytes, an ELF%d header needs %llu",
-         ull(bytes.size()), f.is_64_ ? 64 : 32, ull(ehsize));
+         ull(file_size), f.is_64_ ? 64 : 32, ull(ehsize));
   }
   // Elf64_Ehdr: e_type@16 e_machine@18 e_version@20 e_entry@24 e_phoff@32
   // e_shoff@40 e_flags@48 e_ehsize@52 e_phentsize@54 e_phnum@56
@@ -234,7 +264,8 @@ ElfFile ElfFile::parse(ByteView bytes) {
   // after e_entry by the narrower addresses (e_phoff@28 ... e_shstrndx@50).
   // e_ident[EI_VERSION], EI_OSABI padding and e_version are not judged here:
   // the loader model applies glibc's open_verify checks itself.
-  const detail::Reader r{bytes, f.is_64_, f.big_endian_};
+  // One reader over the whole file; offsets below are file offsets.
+  const detail::Reader r{f.src_.get(), 0, file_size, f.is_64_, f.big_endian_};
   f.e_type_ = r.half(16);
   f.e_machine_ = r.half(18);
   u64 e_phoff, e_shoff;
@@ -281,12 +312,13 @@ ElfFile ElfFile::parse(ByteView bytes) {
            e_phentsize, ull(phentsize));
     }
     std::optional<u64> table = checked_mul(phnum, phentsize);
-    if (!table || !bytes.contains(e_phoff, *table)) {
+    if (!table || !r.contains(e_phoff, *table)) {
       fail(e_phoff,
            "program header table out of bounds (e_phoff 0x%llx, e_phnum %llu, "
            "file size 0x%llx)",
-           ull(e_phoff), ull(phnum), ull(bytes.size()));
+           ull(e_phoff), ull(phnum), ull(file_size));
     }
+    r.prefetch(e_phoff, *table);
   }
   f.phdrs_.reserve(phnum);
   const ProgramHeader* dynamic = nullptr;
@@ -336,12 +368,12 @@ ElfFile ElfFile::parse(ByteView bytes) {
       case PT_INTERP: {
         // The interpreter path; ld.so ignores PT_INTERP of a library, but
         // `mldoctor libs` reports the one of an executable.
-        if (!bytes.contains(ph.p_offset, ph.p_filesz)) {
+        if (!r.contains(ph.p_offset, ph.p_filesz)) {
           fail(ph.p_offset,
                "PT_INTERP out of bounds (offset 0x%llx, size 0x%llx, file size 0x%llx)",
-               ull(ph.p_offset), ull(ph.p_filesz), ull(bytes.size()));
+               ull(ph.p_offset), ull(ph.p_filesz), ull(file_size));
         }
-        std::string_view s = bytes.sub(ph.p_offset, ph.p_filesz).as_string_view();
+        std::string_view s = r.view(ph.p_offset, ph.p_filesz).as_string_view();
         f.interp_ = s.substr(0, s.find('\0'));
         break;
       }
@@ -369,12 +401,13 @@ ElfFile ElfFile::parse(ByteView bytes) {
   // Read from the file at p_offset; the loader reads the same bytes at
   // p_vaddr once mapped.
   f.has_dynamic_ = true;
-  if (!bytes.contains(dynamic->p_offset, dynamic->p_filesz)) {
+  if (!r.contains(dynamic->p_offset, dynamic->p_filesz)) {
     fail(dynamic->p_offset,
          "dynamic section out of bounds (PT_DYNAMIC at offset 0x%llx, size "
          "0x%llx, file size 0x%llx)",
-         ull(dynamic->p_offset), ull(dynamic->p_filesz), ull(bytes.size()));
+         ull(dynamic->p_offset), ull(dynamic->p_filesz), ull(file_size));
   }
+  r.prefetch(dynamic->p_offset, dynamic->p_filesz);
   // Elf64_Dyn is {Sxword d_tag; Xword d_val} (16 bytes); Elf32_Dyn is
   // {Sword; Word} (8 bytes), its tag sign-extended so DT_* compare alike.
   const u64 dynent = f.is_64_ ? 16 : 8;
@@ -425,23 +458,26 @@ ElfFile ElfFile::parse(ByteView bytes) {
   // read the same bytes through the PT_LOAD that maps them.
   if (has_strtab) {
     std::optional<u64> off = f.vaddr_to_offset(f.strtab_);
-    if (!off || *off >= bytes.size()) {
+    if (!off || *off >= file_size) {
       fail(dyn0,
            "dynamic section entry DT_STRTAB points outside the file (address "
            "0x%llx is in no PT_LOAD segment's file bytes)",
            ull(f.strtab_));
     }
     // DT_STRSZ is mandatory with DT_STRTAB; without it take the rest of the file.
-    const u64 size = f.strsz_ ? f.strsz_ : bytes.size() - *off;
-    if (!bytes.contains(*off, size)) {
+    const u64 size = f.strsz_ ? f.strsz_ : file_size - *off;
+    if (!r.contains(*off, size)) {
       fail(*off,
            "dynamic string table out of bounds (DT_STRTAB at offset 0x%llx, "
            "DT_STRSZ 0x%llx, file size 0x%llx)",
-           ull(*off), ull(size), ull(bytes.size()));
+           ull(*off), ull(size), ull(file_size));
     }
-    f.dynstr_ = bytes.sub(*off, size);
+    // Only bounds-checked here: the strings are read when resolved.
+    f.dynstr_off_ = *off;
+    f.dynstr_size_ = size;
   }
   // Second pass: string-valued entries.
+  const detail::StringTable dynstr{f.src_.get(), f.dynstr_off_, f.dynstr_size_};
   f.needed_.reserve(nneeded);
   for (u64 i = 0; i < nentries; i++) {
     const u64 o = dyn0 + i * dynent;
@@ -461,7 +497,7 @@ ElfFile ElfFile::parse(ByteView bytes) {
     if (!has_strtab) {
       fail(o, "dynamic section has %s but no DT_STRTAB to resolve it", name);
     }
-    std::string_view s = dynamic_string(f.dynstr_, r.addr(o + dynent / 2), name);
+    std::string_view s = dynamic_string(dynstr, r.addr(o + dynent / 2), name);
     if (slot) {
       // elf_get_dynamic_info keeps the last entry of a tag.
       *slot = s;

@@ -3,11 +3,16 @@
 // program headers, the dynamic section, GNU symbol versioning, dynamic
 // symbols, dynamic TLS relocations, the build-id note and `.comment`.
 //
-// Strings are std::string_view into the caller's bytes: the ByteView given to
-// ElfFile::parse must outlive the ElfFile. All integers are normalised to host
-// order and 64-bit width at read time. Malformed input throws mld::ParseError.
+// The bytes come from a ByteSource: a view of bytes in memory (a mapping, a
+// test buffer), or a SparseFile that reads with pread only the ranges asked
+// for. Strings are std::string_view into the source's bytes: a ByteView given
+// to ElfFile::parse must outlive the ElfFile; a ByteSource given by shared_ptr
+// is kept alive by it. All integers are normalised to host order and 64-bit
+// width at read time. Malformed input throws mld::ParseError, with the same
+// message whichever source holds the bytes.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -111,12 +116,22 @@ struct TlsRelocation {
   bool symbol_defined_here = false;  // the symbol is defined in this object
 };
 
+// A byte range of the file: offset and size.
+struct FileRange {
+  u64 offset = 0;
+  u64 size = 0;
+};
+
 class ElfFile {
  public:
   // Parses headers, program headers and the dynamic section eagerly (cheap);
   // symbols, versions, relocations and notes are decoded on request.
   // Requires: `bytes` outlives the returned object.
   static ElfFile parse(ByteView bytes);
+  // The same over any source, kept alive by the ElfFile. Over a SparseFile
+  // parse reads the ELF header, the program headers, PT_DYNAMIC, PT_INTERP
+  // and the dynamic strings it resolves, nothing else.
+  static ElfFile parse(std::shared_ptr<const ByteSource> source);
 
   bool is_64() const { return is_64_; }
   bool big_endian() const { return big_endian_; }
@@ -148,6 +163,12 @@ class ElfFile {
   // GNU versioning. Throws ParseError on malformed tables.
   std::vector<VersionNeed> version_needs() const;
   std::vector<VersionDef> version_defs() const;
+  // The same tables, decoded on first use and kept with this ElfFile: the
+  // loader checks the needs of every process it simulates against the same
+  // few providers (libc above all). A malformed table throws on every call.
+  // Not synchronised: an ElfFile is used by one thread at a time.
+  const std::vector<VersionNeed>& cached_version_needs() const;
+  const std::vector<VersionDef>& cached_version_defs() const;
   // Dynamic symbols with versions resolved. The count comes from DT_HASH, else
   // DT_GNU_HASH, else the .dynsym section header.
   std::vector<DynamicSymbol> dynamic_symbols() const;
@@ -162,8 +183,17 @@ class ElfFile {
   // Translates a virtual address to a file offset through PT_LOAD segments.
   std::optional<u64> vaddr_to_offset(u64 vaddr) const;
 
+  // The bytes of the first SHT_PROGBITS section called `name` (".rodata"),
+  // nullopt when the file has no such section or no section headers.
+  std::optional<ByteView> progbits_section(std::string_view name) const;
+  // Where that section lies in the file, without reading its bytes.
+  // `what` names the section in the error for contents past the file's end.
+  std::optional<FileRange> progbits_range(std::string_view name, const char* what = "section") const;
+
+  const ByteSource& source() const { return *src_; }
+
  private:
-  ByteView bytes_;
+  std::shared_ptr<const ByteSource> src_;
   bool is_64_ = false;
   bool big_endian_ = false;
   u8 os_abi_ = 0;
@@ -185,7 +215,10 @@ class ElfFile {
       gnu_hash_ = 0, versym_ = 0, verdef_ = 0, verdefnum_ = 0, verneed_ = 0,
       verneednum_ = 0, rela_ = 0, relasz_ = 0, relaent_ = 0, rel_ = 0,
       relsz_ = 0, relent_ = 0, jmprel_ = 0, pltrelsz_ = 0, pltrel_ = 0;
-  ByteView dynstr_;  // the DT_STRTAB bytes, DT_STRSZ long
+  // The DT_STRTAB bytes, DT_STRSZ long (offset and size in the file).
+  u64 dynstr_off_ = 0, dynstr_size_ = 0;
+  mutable std::optional<std::vector<VersionNeed>> version_needs_cache_;
+  mutable std::optional<std::vector<VersionDef>> version_defs_cache_;
 };
 
 // Cheap check used before parsing: does the input start with \x7fELF?

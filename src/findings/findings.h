@@ -23,6 +23,7 @@ struct Evidence {
   std::string text;                 // "libgomp.so.1 => /usr/lib/.../libgomp.so.1"
   std::string file;                 // optional: file the fact comes from
   std::optional<u64> line;          // optional: line in that file
+  bool context = false;             // a line shown around the evidence, not evidence itself
 };
 
 struct Finding {
@@ -33,6 +34,9 @@ struct Finding {
   std::vector<Evidence> evidence;
   std::string fix;                  // the exact action, or empty
   std::vector<std::string> env_fix; // "NAME=value" settings that fix it
+  u64 count = 1;                    // occurrences merged into this finding
+  std::optional<u64> last_line;     // logs: line of the last occurrence
+  std::vector<u32> ranks;           // logs: launcher ranks that reported it, sorted
 };
 
 class FindingSink {

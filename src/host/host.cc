@@ -5,6 +5,7 @@
 // and a bounded manual walk otherwise. Nothing here writes.
 #include "host/host.h"
 
+#include <cpuid.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 extern char** environ;
@@ -120,6 +122,26 @@ MappedFile Host::map(std::string_view path) const {
   return MappedFile::open("/proc/self/fd/" + std::to_string(f.fd));
 }
 
+std::shared_ptr<SparseFile> Host::open_sparse(std::string_view path) const {
+  if (is_live_root()) return SparseFile::open(std::string(path));
+  // Resolved inside the root like map(); a descriptor closed for the
+  // open-file limit is reopened the same way.
+  std::string root = root_, rel(path);
+  auto open_confined = [root, rel]() -> int {
+    Fd r(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (r.fd < 0) return -1;
+    return open_in_root(r.fd, rel, O_RDONLY);
+  };
+  int fd = open_confined();
+  if (fd < 0) {
+    int err = errno;
+    Fd r(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (r.fd < 0) throw IoError(root_ + ": " + errno_text(errno));
+    throw IoError(std::string(path) + ": " + errno_text(err));
+  }
+  return SparseFile::adopt(fd, std::string(path), open_confined);
+}
+
 std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {
   int fd;
   if (is_live_root()) {
@@ -179,7 +201,95 @@ std::optional<std::string> Host::read_link(std::string_view path) const {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// The live CPU as glibc's ld.so sees it: CPUID, with AVX and AVX-512 usable
+// only when the OS saves their registers (XGETBV), as sysdeps/x86/
+// cpu-features.c (update_active) decides, then sysdeps/x86/get-isa-level.h
+// for the x86-64 level and init_cpu_features for AT_PLATFORM and the legacy
+// "avx512_1" hwcap. /proc/cpuinfo is not enough: a hypervisor may hide a
+// flag there ("abm" on some AMD EPYC VMs) that CPUID reports and ld.so uses.
+CpuFeatures cpuid_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 1) return f;
+  char vendor[13] = {};
+  __cpuid(0, a, b, c, d);
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  const bool intel = std::string_view(vendor) == "GenuineIntel";
+  __cpuid(1, a, b, c, d);
+  const unsigned ecx1 = c, edx1 = d;
+  unsigned ebx7 = 0;
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    ebx7 = b;
+  }
+  unsigned ecx81 = 0;
+  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000001) {
+    __cpuid(0x80000001, a, b, c, d);
+    ecx81 = c;
+  }
+  auto bit = [](unsigned reg, int n) { return (reg >> n) & 1u; };
+  // XCR0: bit 1 SSE, 2 AVX (YMM), 5-7 AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM).
+  u64 xcr0 = 0;
+  if (bit(ecx1, 27)) {  // OSXSAVE
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (u64{hi} << 32) | lo;
+  }
+  const bool avx_os = (xcr0 & 0x6) == 0x6;
+  const bool avx512_os = avx_os && (xcr0 & 0xe0) == 0xe0;
+  const bool avx = avx_os && bit(ecx1, 28);
+  const bool avx2 = avx && bit(ebx7, 5);
+  const bool fma = avx && bit(ecx1, 12), f16c = avx && bit(ecx1, 29);
+  const bool lzcnt = bit(ecx81, 5), movbe = bit(ecx1, 22), popcnt = bit(ecx1, 23);
+  const bool bmi1 = bit(ebx7, 3), bmi2 = bit(ebx7, 8);
+  const bool avx512f = avx512_os && bit(ebx7, 16);
+  auto avx512 = [&](int n) { return avx512f && bit(ebx7, n); };
+  const bool avx512dq = avx512(17), avx512pf = avx512(26), avx512er = avx512(27),
+             avx512cd = avx512(28), avx512bw = avx512(30), avx512vl = avx512(31);
+  // Baseline: CMOV, CX8, FPU, FXSR, MMX, SSE, SSE2 (EDX of leaf 1).
+  const bool baseline = bit(edx1, 15) && bit(edx1, 8) && bit(edx1, 0) && bit(edx1, 24) &&
+                        bit(edx1, 23) && bit(edx1, 25) && bit(edx1, 26);
+  f.x86_64_level = 0;
+  if (baseline) {
+    f.x86_64_level = 1;
+    // CMPXCHG16B, LAHF64_SAHF64, POPCNT, SSE3, SSSE3, SSE4_1, SSE4_2.
+    if (bit(ecx1, 13) && bit(ecx81, 0) && popcnt && bit(ecx1, 0) && bit(ecx1, 9) &&
+        bit(ecx1, 19) && bit(ecx1, 20)) {
+      f.x86_64_level = 2;
+      if (avx && avx2 && f16c && fma && lzcnt && movbe) {
+        f.x86_64_level = 3;
+        if (avx512f && avx512bw && avx512cd && avx512dq && avx512vl) f.x86_64_level = 4;
+      }
+    }
+  }
+  if (intel) {
+    if (avx512cd && avx512er) {
+      if (avx512pf) f.platform = "xeon_phi";
+    } else if (avx512cd && avx512bw && avx512dq && avx512vl) {
+      f.avx512_1 = true;
+    }
+    if (f.platform == "x86_64" && avx2 && fma && bmi1 && bmi2 && lzcnt && movbe && popcnt)
+      f.platform = "haswell";
+  }
+  return f;
+}
+#endif
+
+}  // namespace
+
 CpuFeatures Host::cpu_features() const {
+#if defined(__x86_64__)
+  // The live machine: ask the CPU, as ld.so does. Under --root the analysed
+  // machine is not this one; its /proc/cpuinfo (a fixture or a capture) is
+  // all there is.
+  if (is_live_root()) return cpuid_features();
+#endif
   CpuFeatures f;
   std::optional<std::string> info = read_file("/proc/cpuinfo", 1 << 20);
   if (!info) return f;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,9 @@ class Host {
   FileStat stat(std::string_view path) const;
   // Maps a regular file under the root. Throws IoError.
   MappedFile map(std::string_view path) const;
+  // Opens a regular file under the root to be read by ranges (pread), for
+  // readers that need a few small pieces of it. Throws IoError as map().
+  std::shared_ptr<SparseFile> open_sparse(std::string_view path) const;
   // Reads at most `max_bytes` of a file; nullopt when it cannot be read.
   std::optional<std::string> read_file(std::string_view path,
                                        u64 max_bytes = 1 << 20) const;

@@ -3,14 +3,46 @@
 // this file says which of those outcomes break a job (a missing library, an
 // unmet GLIBCXX version, two copies of one runtime, several OpenMP runtimes,
 // a dlopen that runs out of static TLS) and what to change.
+#include <string.h>
+
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <set>
 
 #include "loader/loader.h"
 
 namespace mld::loader {
+
+std::optional<u64> find_in_source(const ByteSource& src, elf::FileRange range,
+                                  std::string_view needle) {
+  if (needle.empty() || range.size < needle.size()) return std::nullopt;
+  if (src.in_memory()) {
+    ByteView v = src.range(range.offset, range.size);
+    const void* at = memmem(v.data(), v.size(), needle.data(), needle.size());
+    if (!at) return std::nullopt;
+    return range.offset + static_cast<u64>(static_cast<const u8*>(at) - v.data());
+  }
+  // From a file: 16 KiB at a time through one buffer (not kept), each chunk
+  // overlapping the last by the needle's length minus one.
+  constexpr u64 kChunk = 16 << 10;
+  if (needle.size() > kChunk / 2) {
+    ByteView v = src.range(range.offset, range.size);
+    const void* at = memmem(v.data(), v.size(), needle.data(), needle.size());
+    if (!at) return std::nullopt;
+    return range.offset + static_cast<u64>(static_cast<const u8*>(at) - v.data());
+  }
+  u8 buf[kChunk];
+  u64 pos = range.offset;
+  const u64 end = range.offset + range.size;
+  for (;;) {
+    const u64 n = std::min(kChunk, end - pos);
+    src.copy_out(pos, n, buf);
+    if (const void* at = memmem(buf, n, needle.data(), needle.size()))
+      return pos + static_cast<u64>(static_cast<const u8*>(at) - buf);
+    if (pos + n == end) return std::nullopt;
+    pos += n - (needle.size() - 1);
+  }
+}
 
 std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
                                                  const std::vector<std::string>& system_dirs) {
@@ -18,13 +50,24 @@ std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
     std::string path = host::join_path(dir, "libc.so.6");
     if (host.stat(path).kind != host::FileKind::Regular) continue;
     try {
-      MappedFile f = host.map(path);
-      std::string_view text = f.view().as_string_view();
+      std::shared_ptr<SparseFile> f = host.open_sparse(path);
       // The banner printed by running libc.so.6: "... release version 2.36."
+      // It lives near the start of .rodata (150 KiB of a 2 MiB libc): look
+      // there first, and in the whole file only when that finds nothing (a
+      // libc without section headers, or a fixture that is just the banner).
       static constexpr std::string_view kMarker = "release version ";
-      size_t pos = text.find(kMarker);
-      if (pos == std::string_view::npos) continue;
-      size_t start = pos + kMarker.size();
+      std::optional<u64> at;
+      try {
+        elf::ElfFile e = elf::ElfFile::parse(f);
+        if (std::optional<elf::FileRange> rodata = e.progbits_range(".rodata"))
+          at = find_in_source(*f, *rodata, kMarker);
+      } catch (const ParseError&) {
+        // Not an ELF file we can read: the whole-file search below decides.
+      }
+      if (!at) at = find_in_source(*f, elf::FileRange{0, f->size()}, kMarker);
+      if (!at) continue;
+      std::string_view text = f->range(*at, std::min<u64>(f->size() - *at, 64)).as_string_view();
+      size_t start = kMarker.size();
       size_t end = start;
       while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
         end++;
@@ -50,23 +93,31 @@ std::string_view openmp_kind_name(OpenMpKind k) {
 
 namespace {
 
-// The name a runtime goes by: the soname, else the file name.
-std::string object_soname(const Object& o) {
-  if (o.elf && o.elf->soname()) return std::string(*o.elf->soname());
+// The name a runtime goes by: the soname, else the file name. A view into
+// the object's ELF bytes or its path.
+std::string_view object_soname(const Object& o) {
+  if (o.elf && o.elf->soname()) return *o.elf->soname();
   size_t slash = o.path.rfind('/');
-  return slash == std::string::npos ? o.path : o.path.substr(slash + 1);
+  return slash == std::string::npos ? std::string_view(o.path) : std::string_view(o.path).substr(slash + 1);
 }
 
 // Wheels repaired by auditwheel vendor runtimes as "libgomp-a34b3233.so.1":
-// strip a "-<hex>" suffix of 8+ digits before ".so" to get the real name.
-std::string strip_vendor_hash(const std::string& soname) {
+// the position of the "-<hex>" suffix of 8+ digits before ".so", npos if none.
+size_t vendor_hash_at(std::string_view soname) {
   size_t so = soname.find(".so");
-  if (so == std::string::npos) return soname;
+  if (so == std::string::npos) return std::string_view::npos;
   size_t dash = soname.rfind('-', so);
-  if (dash == std::string::npos || so - dash - 1 < 8) return soname;
+  if (dash == std::string::npos || so - dash - 1 < 8) return std::string_view::npos;
   for (size_t i = dash + 1; i < so; i++)
-    if (!std::isxdigit(static_cast<unsigned char>(soname[i]))) return soname;
-  return soname.substr(0, dash) + soname.substr(so);
+    if (!std::isxdigit(static_cast<unsigned char>(soname[i]))) return std::string_view::npos;
+  return dash;
+}
+
+// The soname without such a suffix: the real name of a vendored runtime.
+std::string strip_vendor_hash(std::string_view soname) {
+  size_t dash = vendor_hash_at(soname);
+  if (dash == std::string_view::npos) return std::string(soname);
+  return std::string(soname.substr(0, dash)).append(soname.substr(soname.find(".so")));
 }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -84,7 +135,13 @@ std::string where_needed(const Process& p, size_t idx) {
 }  // namespace
 
 OpenMpKind openmp_kind(const Object& o) {
-  std::string name = strip_vendor_hash(object_soname(o));
+  std::string_view so = object_soname(o);
+  // Every runtime's name starts with "libgomp", "libiomp5", "libomp": the
+  // common case costs one comparison and no string.
+  if (!starts_with(so, "lib") || (so.substr(3, 3) != "gom" && so.substr(3, 3) != "iom" &&
+                                  so.substr(3, 3) != "omp"))
+    return OpenMpKind::None;
+  std::string name = strip_vendor_hash(so);
   if (starts_with(name, "libgomp.so")) return OpenMpKind::Gnu;
   if (starts_with(name, "libiomp5")) return OpenMpKind::Intel;
   if (starts_with(name, "libomp.so") || starts_with(name, "libomp5")) return OpenMpKind::Llvm;
@@ -141,17 +198,36 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
             p.objects[vp.requirer].path + " against " + prov.path;
     sink.add(std::move(f));
   }
-  // LD003 / LD004: one runtime from two files.
-  std::map<std::string, std::vector<size_t>> by_soname, by_base;
+  // LD003 / LD004: one runtime from two files. Objects sorted by (soname,
+  // index) and by (name without a vendor hash, index), then grouped; the
+  // findings come out in name order.
+  std::vector<std::pair<std::string_view, size_t>> by_soname;
+  std::vector<std::string> stripped;  // the few names that had a vendor hash
   for (size_t i = 0; i < p.objects.size(); i++) {
     const Object& o = p.objects[i];
     if (o.faked || o.removed || !o.elf) continue;
-    std::string so = object_soname(o);
-    by_soname[so].push_back(i);
-    by_base[strip_vendor_hash(so)].push_back(i);
+    by_soname.emplace_back(object_soname(o), i);
   }
-  for (const auto& [so, idx] : by_soname) {
-    if (idx.size() < 2) continue;
+  std::vector<std::pair<std::string_view, size_t>> by_base = by_soname;
+  for (auto& [name, i] : by_base)
+    if (vendor_hash_at(name) != std::string_view::npos) stripped.push_back(strip_vendor_hash(name));
+  for (size_t k = 0, s_i = 0; k < by_base.size(); k++)
+    if (vendor_hash_at(by_base[k].first) != std::string_view::npos) by_base[k].first = stripped[s_i++];
+  std::sort(by_soname.begin(), by_soname.end());
+  std::sort(by_base.begin(), by_base.end());
+  auto groups = [](const std::vector<std::pair<std::string_view, size_t>>& v, auto&& fn) {
+    for (size_t a = 0; a < v.size();) {
+      size_t b = a + 1;
+      while (b < v.size() && v[b].first == v[a].first) b++;
+      if (b - a >= 2) {
+        std::vector<size_t> idx;
+        for (size_t k = a; k < b; k++) idx.push_back(v[k].second);
+        fn(std::string(v[a].first), idx);
+      }
+      a = b;
+    }
+  };
+  groups(by_soname, [&](const std::string& so, const std::vector<size_t>& idx) {
     Finding f;
     f.rule = "LD003";
     f.severity = Severity::Warning;
@@ -161,21 +237,21 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
       f.evidence.push_back({p.objects[i].path + " (needed by " + where_needed(p, i) + ")", "", std::nullopt});
     f.fix = "keep one copy of " + so + " on the search path so every user shares it";
     sink.add(std::move(f));
-  }
-  for (const auto& [base, idx] : by_base) {
-    std::set<std::string> sonames;
+  });
+  groups(by_base, [&](const std::string& base, const std::vector<size_t>& idx) {
+    std::set<std::string_view> sonames;
     for (size_t i : idx) sonames.insert(object_soname(p.objects[i]));
-    if (sonames.size() < 2) continue;
+    if (sonames.size() < 2) return;
     Finding f;
     f.rule = "LD004";
     f.severity = Severity::Warning;
     f.subject = base;
     f.message = "two copies of " + base + " under different sonames: each keeps its own state";
     for (size_t i : idx)
-      f.evidence.push_back({object_soname(p.objects[i]) + " => " + p.objects[i].path, "", std::nullopt});
+      f.evidence.push_back({std::string(object_soname(p.objects[i])) + " => " + p.objects[i].path, "", std::nullopt});
     f.fix = "make the packages share one " + base + " (use builds linked against the system copy)";
     sink.add(std::move(f));
-  }
+  });
   // OMP001: more than one OpenMP runtime.
   std::vector<size_t> omp;
   for (size_t i = 0; i < p.objects.size(); i++) {

@@ -83,10 +83,14 @@ bool has_magic(ByteView bytes, u64 off, std::string_view magic) {
          std::memcmp(bytes.data() + off, magic.data(), magic.size()) == 0;
 }
 
-// The positions of every NUL byte of the file, found in one pass, so that
-// each string costs a binary search instead of a scan: a hostile cache with
-// many offsets into one long unterminated run must not take quadratic time.
-class NulIndex {
+// Finds the NUL-terminated strings of the cache. Each string is looked up
+// with memchr from its offset, which is all a well-formed cache ever needs
+// (the offsets point at short, distinct names and paths). A hostile cache can
+// instead aim many offsets into one long unterminated run, which would make
+// those scans quadratic; so the bytes scanned are charged against a budget of
+// a few times the file size, and past it every NUL of the file is indexed in
+// one pass and each further string costs a binary search.
+class StringFinder {
  public:
   static std::string label(const char* what, u64 index, const char* field) {
     std::string s = std::string(what) + " " + std::to_string(index);
@@ -94,38 +98,48 @@ class NulIndex {
     return s;
   }
 
-  explicit NulIndex(ByteView bytes) : bytes_(bytes) {
-    const u8* p = bytes.data();
-    const u8* end = p + bytes.size();
-    while (p < end) {
-      const void* nul = std::memchr(p, 0, static_cast<size_t>(end - p));
-      if (!nul) break;
-      nuls_.push_back(static_cast<u64>(static_cast<const u8*>(nul) - bytes.data()));
-      p = static_cast<const u8*>(nul) + 1;
-    }
-  }
+  explicit StringFinder(ByteView bytes) : bytes_(bytes), budget_(4 * bytes.size() + 4096) {}
 
   // The NUL-terminated string at file offset `table_start + off`, where the
   // table runs to the end of the file. Throws a ParseError naming the
   // string as "<what> <index> <field>" ("entry 3 key").
   std::string_view string_at(u64 table_start, u64 off, const char* what, u64 index,
-                             const char* field) const {
+                             const char* field) {
     std::optional<u64> at = checked_add(table_start, off);
     if (!at || *at >= bytes_.size())
       fail(label(what, index, field) + " offset " + std::to_string(off) +
                " is past the end of the file",
            at.value_or(bytes_.size()));
-    std::vector<u64>::const_iterator nul = std::lower_bound(nuls_.begin(), nuls_.end(), *at);
-    if (nul == nuls_.end())
+    const char* start = reinterpret_cast<const char*>(bytes_.data() + *at);
+    u64 end;
+    if (nuls_.empty() && budget_ > 0) {
+      const void* nul = std::memchr(start, 0, static_cast<size_t>(bytes_.size() - *at));
+      end = nul ? static_cast<u64>(static_cast<const u8*>(nul) - bytes_.data()) : bytes_.size();
+      u64 scanned = end - *at + 1;
+      budget_ = scanned >= budget_ ? 0 : budget_ - scanned;
+    } else {
+      if (nuls_.empty()) index_nuls();
+      std::vector<u64>::const_iterator nul = std::lower_bound(nuls_.begin(), nuls_.end(), *at);
+      end = nul == nuls_.end() ? bytes_.size() : *nul;
+    }
+    if (end == bytes_.size())
       fail(label(what, index, field) + " at offset " + std::to_string(off) +
                " is not NUL-terminated",
            *at);
-    return std::string_view(reinterpret_cast<const char*>(bytes_.data() + *at), *nul - *at);
+    return std::string_view(start, end - *at);
   }
 
  private:
+  void index_nuls() {
+    const u8* p = bytes_.data();
+    for (u64 i = 0; i < bytes_.size(); i++)
+      if (p[i] == 0) nuls_.push_back(i);
+    nuls_.push_back(bytes_.size());  // sentinel: never empty once built
+  }
+
   ByteView bytes_;
-  std::vector<u64> nuls_;
+  u64 budget_;             // bytes memchr may still scan before indexing
+  std::vector<u64> nuls_;  // every NUL offset, then the file size
 };
 
 // What search_cache and _dl_cache_check_flags depend on, per architecture,
@@ -307,10 +321,9 @@ std::optional<GlibcVersion> parse_glibc_version(std::string_view s) {
 LdCache LdCache::parse(ByteView bytes) {
   LdCache c;
   const u64 size = bytes.size();
-  std::optional<NulIndex> nuls;  // built once the file is known to be a cache
+  StringFinder strings(bytes);
   auto string_at = [&](u64 table_start, u64 off, const char* what, u64 index, const char* field) {
-    if (!nuls) nuls.emplace(bytes);
-    return nuls->string_at(table_start, off, what, index, field);
+    return strings.string_at(table_start, off, what, index, field);
   };
 
   // The new-format block at `base` (0, or the compat offset). Its string

@@ -242,7 +242,7 @@ struct Object {
   int depth = 0;                   // BFS depth from the input
   bool faked = false;              // trace-mode entry for a missing library
   bool removed = false;            // l_removed: unloaded after a failed dlopen
-  std::shared_ptr<const MappedFile> file;
+  std::shared_ptr<const ByteSource> file;  // the bytes `elf` reads
   std::shared_ptr<const elf::ElfFile> elf;
   std::vector<Resolution> needed;  // one per DT_NEEDED, in order
   std::string error;               // why this object could not be read
@@ -299,6 +299,12 @@ class Loader {
   SearchConfig config_;
   std::shared_ptr<Impl> impl_;
 };
+
+// The file offset of the first `needle` inside `range` of `src`, read a
+// chunk at a time (a string near the start of a large section costs one
+// small read); nullopt when absent.
+std::optional<u64> find_in_source(const ByteSource& src, elf::FileRange range,
+                                  std::string_view needle);
 
 // The glibc release of the C library under `host`, read from the version
 // banner inside libc.so.6 in the given system directories.

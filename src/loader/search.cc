@@ -21,10 +21,13 @@
 // never matches a later lookup, so every later need of it is searched and
 // reported again. The model does the same, which is what the differential
 // test compares against.
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 
 #include "loader/loader.h"
@@ -79,11 +82,6 @@ std::string multiarch_triplet(u16 machine, bool is_64) {
   }
 }
 
-bool contains_bytes(ByteView hay, std::string_view needle) {
-  std::string_view h = hay.as_string_view();
-  return h.find(needle) != std::string_view::npos;
-}
-
 // A search directory after DST expansion, with the label used in messages.
 struct SearchDir {
   std::string dir;     // no trailing slash except "/"; "" means the cwd
@@ -122,16 +120,35 @@ SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool 
   layouts.push_back({"/lib", "/usr/lib"});
   c.system_dirs = layouts.front();
   std::string interp = default_interp(e_machine, is_64);
+  // The live machine's loader does not change during a run, and the CLI
+  // builds a configuration twice per target (before and after detecting
+  // the glibc release): remember its answer. A --root tree may be a
+  // fixture that a test rewrites, so it is always read.
+  static std::mutex live_mutex;
+  static std::map<std::string, std::vector<std::string>> live_layouts;
+  if (host.is_live_root()) {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    auto it = live_layouts.find(interp);
+    if (it != live_layouts.end()) c.system_dirs = it->second;
+  }
   try {
-    if (!interp.empty()) {
-      MappedFile ld = host.map(interp);
+    if (!interp.empty() && !(host.is_live_root() && live_layouts.count(interp))) {
+      // The table sits in the loader's .rodata: search there first (one
+      // small read), then the whole file, so the answer is the same.
+      std::shared_ptr<SparseFile> ld = host.open_sparse(interp);
+      std::optional<elf::FileRange> rodata;
+      try {
+        rodata = elf::ElfFile::parse(ld).progbits_range(".rodata");
+      } catch (const ParseError&) {
+      }
       for (const std::vector<std::string>& l : layouts) {
         std::string needle;
         for (size_t i = 0; i < l.size(); i++) {
           if (i) needle.push_back('\0');
           needle += l[i] + "/";
         }
-        if (contains_bytes(ld.view(), needle)) {
+        if ((rodata && find_in_source(*ld, *rodata, needle)) ||
+            find_in_source(*ld, elf::FileRange{0, ld->size()}, needle)) {
           c.system_dirs = l;
           break;
         }
@@ -139,6 +156,10 @@ SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool 
     }
   } catch (const std::exception&) {
     // No loader under this root: keep the distribution-neutral guess.
+  }
+  if (host.is_live_root()) {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live_layouts.emplace(interp, c.system_dirs);
   }
   c.dst_lib = c.system_dirs.front().substr(1);
   host::CpuFeatures cpu = host.cpu_features();
@@ -153,8 +174,13 @@ SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool 
       // [tls, platform, avx512_1, x86_64], largest first, as
       // "tls/haswell/avx512_1/x86_64" ... "x86_64"; the empty subset is the
       // directory itself and is not listed here.
+      // The platform is a component even when it is the plain "x86_64"
+      // (the kernel's AT_PLATFORM) and so equals the "x86_64" hwcap name:
+      // glibc does not merge them, and lists "tls/x86_64/x86_64",
+      // "tls/x86_64" twice, ... (`ld.so --list-diagnostics` and LD_DEBUG
+      // agree; searching a directory twice finds nothing new).
       std::vector<std::string> parts = {"tls"};
-      if (cpu.platform != "x86_64") parts.push_back(cpu.platform);
+      if (!cpu.platform.empty()) parts.push_back(cpu.platform);
       if (cpu.avx512_1) parts.push_back("avx512_1");
       parts.push_back("x86_64");
       u32 n = static_cast<u32>(parts.size());
@@ -182,7 +208,7 @@ SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool 
 // ─── The loader state shared by every load ────────────────────────────────
 
 struct ParsedFile {
-  std::shared_ptr<const MappedFile> file;
+  std::shared_ptr<const ByteSource> file;
   std::shared_ptr<const elf::ElfFile> elf;
   std::string error;  // non-empty: the file cannot be used (message as ld.so)
   bool other_class = false;    // skipped silently: wrong ELF class
@@ -197,8 +223,18 @@ struct Loader::Impl {
   std::optional<LdCache> cache;
   std::string cache_error;
   std::unordered_map<std::string, bool> dir_exists;
+  std::unordered_map<std::string, std::vector<std::string>> existing_subdirs;
+  // stat(2) of each candidate path once per loader: the model runs against
+  // a file system that does not change under it, and the same candidates
+  // (the cache's libc.so.6, a RUNPATH directory's files) come up for every
+  // input of a `libs` run.
+  std::unordered_map<std::string, host::FileStat> stats;
   std::map<host::FileId, std::shared_ptr<ParsedFile>> parsed;
+  // _dl_load_cache_lookup's answer per name (it depends only on the name
+  // and this loader's configuration).
+  std::unordered_map<std::string, std::optional<std::string_view>> cache_answers;
   std::vector<std::string> subdirs;  // hwcaps then legacy, "" last
+  std::vector<SearchDir> system_dirs;  // config.system_dirs, labelled
 
   Impl(const host::Host& h, const SearchConfig& c) : host(h), config(c) {
     char buf[4096];
@@ -206,6 +242,7 @@ struct Loader::Impl {
     for (const std::string& s : c.hwcaps_subdirs) subdirs.push_back("glibc-hwcaps/" + s);
     for (const std::string& s : c.legacy_subdirs) subdirs.push_back(s);
     subdirs.push_back("");
+    for (const std::string& d : c.system_dirs) system_dirs.push_back({d, "system search path"});
     if (!c.inhibit_cache) {
       try {
         cache_file = host.map(c.cache_path);
@@ -217,6 +254,24 @@ struct Loader::Impl {
     }
   }
 
+  // The directories open_path tries for a search directory `dir` that
+  // exists: its glibc-hwcaps and legacy hwcap subdirectories that exist,
+  // best first, then `dir` itself (last). Computed once per directory.
+  const std::vector<std::string>& subdirs_of(const std::string& dir) {
+    auto it = existing_subdirs.find(dir);
+    if (it != existing_subdirs.end()) return it->second;
+    std::vector<std::string> out;
+    for (const std::string& sub : subdirs) {
+      if (sub.empty()) {
+        out.push_back(dir);
+        continue;
+      }
+      std::string d = host::join_path(dir, sub);
+      if (directory_exists(d)) out.push_back(std::move(d));
+    }
+    return existing_subdirs.emplace(dir, std::move(out)).first->second;
+  }
+
   bool directory_exists(const std::string& dir) {
     auto it = dir_exists.find(dir);
     if (it != dir_exists.end()) return it->second;
@@ -225,9 +280,28 @@ struct Loader::Impl {
     return ok;
   }
 
+  const host::FileStat& stat_path(const std::string& path) {
+    auto it = stats.find(path);
+    if (it == stats.end())
+      it = stats.emplace(path, host.stat(path.empty() || path[0] == '/' ? path : host::join_path(cwd, path)))
+               .first;
+    return it->second;
+  }
+
+  std::optional<std::string_view> cache_lookup(const std::string& name) {
+    auto it = cache_answers.find(name);
+    if (it == cache_answers.end())
+      it = cache_answers
+               .emplace(name, cache->lookup(name, config.hwcaps_subdirs,
+                                            cache_default_flags(config.e_machine, config.is_64),
+                                            config.glibc))
+               .first;
+    return it->second;
+  }
+
   // The file at `path`, parsed once per inode. Mirrors open_verify's verdicts.
   std::shared_ptr<ParsedFile> open_verify(const std::string& path, host::FileStat* st_out) {
-    host::FileStat st = host.stat(path.empty() || path[0] == '/' ? path : host::join_path(cwd, path));
+    const host::FileStat& st = stat_path(path);
     if (st_out) *st_out = st;
     if (st.kind == host::FileKind::Missing || st.kind == host::FileKind::Error) return nullptr;
     auto it = parsed.find(st.id);
@@ -237,17 +311,19 @@ struct Loader::Impl {
       pf->error = "cannot read file data: Is a directory";
     } else {
       try {
-        auto mf = std::make_shared<MappedFile>(
-            host.map(path[0] == '/' ? path : host::join_path(cwd, path)));
-        ByteView v = mf->view();
-        pf->file = mf;
-        verify_header(v, pf.get());
-        if (pf->error.empty() && !pf->other_class && !pf->other_machine) {
-          try {
-            pf->elf = std::make_shared<const elf::ElfFile>(elf::ElfFile::parse(v));
-          } catch (const ParseError& e) {
-            pf->error = std::string("malformed ELF: ") + e.what();
-          }
+        // Read by ranges, not mapped: the model needs a few hundred bytes of
+        // each object (header, program headers, dynamic section, some
+        // strings, the version tables), and on the machines measured a
+        // first touch of a mapped page costs several small preads.
+        std::shared_ptr<SparseFile> sf =
+            host.open_sparse(path[0] == '/' ? path : host::join_path(cwd, path));
+        pf->file = sf;
+        try {
+          verify_header(*sf, pf.get());
+          if (pf->error.empty() && !pf->other_class && !pf->other_machine)
+            pf->elf = std::make_shared<const elf::ElfFile>(elf::ElfFile::parse(sf));
+        } catch (const ParseError& e) {
+          pf->error = std::string("malformed ELF: ") + e.what();
         }
       } catch (const IoError& e) {
         pf->error = std::string("cannot open shared object file: ") + e.what();
@@ -258,11 +334,15 @@ struct Loader::Impl {
   }
 
   // elf/dl-load.c open_verify: the header checks, in glibc's order.
-  void verify_header(ByteView v, ParsedFile* pf) const {
-    if (v.size() < (config.is_64 ? 64u : 52u)) {
+  void verify_header(const ByteSource& src, ParsedFile* pf) const {
+    const u64 ehsize = config.is_64 ? 64u : 52u;
+    if (src.size() < ehsize) {
       pf->error = "file too short";
       return;
     }
+    // The first KiB: the header, and the program headers ElfFile::parse
+    // reads next (one read from a file).
+    const ByteView v = src.range(0, std::min<u64>(src.size(), 1024));
     const u8* id = v.data();
     if (!(id[0] == 0x7f && id[1] == 'E' && id[2] == 'L' && id[3] == 'F')) {
       pf->error = "invalid ELF header";
@@ -417,14 +497,29 @@ class Mapper {
     return expand_dst(elem, p_.objects[0]);
   }
 
-  std::vector<SearchDir> rpath_dirs(size_t idx, bool runpath) const {
+  // The object's DT_RPATH or DT_RUNPATH directories, decomposed once per
+  // object and load (glibc keeps them in l_rpath_dirs / l_runpath_dirs).
+  const std::vector<SearchDir>& rpath_dirs(size_t idx, bool runpath) {
+    std::vector<std::unique_ptr<std::vector<SearchDir>>>& memo = rpath_memo_[runpath];
+    if (memo.size() <= idx) memo.resize(p_.objects.size());
+    std::unique_ptr<std::vector<SearchDir>>& dirs = memo[idx];
+    if (dirs) return *dirs;
+    dirs = std::make_unique<std::vector<SearchDir>>();
     const Object& o = p_.objects[idx];
-    if (!o.elf) return {};
+    if (!o.elf) return *dirs;
     std::optional<std::string_view> v = runpath ? o.elf->runpath() : o.elf->rpath();
     // get-dynamic-info.h: an object with DT_RUNPATH has its DT_RPATH dropped.
-    if (!runpath && o.elf->runpath()) return {};
-    if (!v || v->empty()) return {};
-    return decompose(*v, ":", &o, std::string(runpath ? "RUNPATH" : "RPATH") + " of " + o.path);
+    if (!runpath && o.elf->runpath()) return *dirs;
+    if (!v || v->empty()) return *dirs;
+    *dirs = decompose(*v, ":", &o, std::string(runpath ? "RUNPATH" : "RPATH") + " of " + o.path);
+    return *dirs;
+  }
+
+  // LD_LIBRARY_PATH, decomposed once per load (its DSTs expand for the
+  // main program, which does not change).
+  const std::vector<SearchDir>& ld_library_path_dirs() {
+    if (!llp_dirs_) llp_dirs_ = decompose(*config_.ld_library_path, ":;", nullptr, "LD_LIBRARY_PATH");
+    return *llp_dirs_;
   }
 
   enum class Verdict { Found, Continue, Fatal };
@@ -469,10 +564,11 @@ class Mapper {
         r.tried.push_back({host::join_path(d.dir, name), d.source, "directory does not exist"});
         continue;
       }
-      for (const std::string& sub : impl_.subdirs) {
-        std::string dir = sub.empty() ? d.dir : host::join_path(d.dir, sub);
-        if (!sub.empty() && !impl_.directory_exists(dir)) continue;
-        std::string path = d.dir.empty() && sub.empty() ? std::string(name) : host::join_path(dir, name);
+      const std::vector<std::string>& tried_dirs = impl_.subdirs_of(d.dir);
+      for (size_t k = 0; k < tried_dirs.size(); k++) {
+        const std::string& dir = tried_dirs[k];
+        bool itself = k + 1 == tried_dirs.size();
+        std::string path = d.dir.empty() && itself ? std::string(name) : host::join_path(dir, name);
         Verdict v = try_file(path, d.source, r, found, st);
         if (v == Verdict::Found) {
           *path_out = path;
@@ -542,7 +638,7 @@ class Mapper {
         bool did_main = false;
         for (std::optional<size_t> l = search_loader; l && v == Verdict::Continue;
              l = p_.objects[*l].loader) {
-          std::vector<SearchDir> dirs = rpath_dirs(*l, false);
+          const std::vector<SearchDir>& dirs = rpath_dirs(*l, false);
           if (dirs.empty()) continue;
           v = search_dirs(dirs, name, r, &found, &path, &st);
           if (v == Verdict::Found) {
@@ -552,7 +648,7 @@ class Mapper {
           did_main |= *l == 0;
         }
         if (v == Verdict::Continue && !did_main && !p_.objects.empty()) {
-          std::vector<SearchDir> dirs = rpath_dirs(0, false);
+          const std::vector<SearchDir>& dirs = rpath_dirs(0, false);
           if (!dirs.empty()) {
             v = search_dirs(dirs, name, r, &found, &path, &st);
             if (v == Verdict::Found) {
@@ -563,12 +659,11 @@ class Mapper {
         }
       }
       if (v == Verdict::Continue && config_.ld_library_path && !config_.ld_library_path->empty()) {
-        std::vector<SearchDir> dirs = decompose(*config_.ld_library_path, ":;", nullptr, "LD_LIBRARY_PATH");
-        v = search_dirs(dirs, name, r, &found, &path, &st);
+        v = search_dirs(ld_library_path_dirs(), name, r, &found, &path, &st);
         if (v == Verdict::Found) r.how = How::LdLibraryPath;
       }
       if (v == Verdict::Continue && search_loader) {
-        std::vector<SearchDir> dirs = rpath_dirs(*search_loader, true);
+        const std::vector<SearchDir>& dirs = rpath_dirs(*search_loader, true);
         if (!dirs.empty()) {
           v = search_dirs(dirs, name, r, &found, &path, &st);
           if (v == Verdict::Found) {
@@ -583,9 +678,7 @@ class Mapper {
         nodeflib = l && l->elf && (l->elf->dt_flags_1() & elf::DF_1_NODEFLIB);
       }
       if (v == Verdict::Continue && impl_.cache) {
-        std::optional<std::string_view> cached =
-            impl_.cache->lookup(name, config_.hwcaps_subdirs,
-                                cache_default_flags(config_.e_machine, config_.is_64), config_.glibc);
+        std::optional<std::string_view> cached = impl_.cache_lookup(name);
         if (cached) {
           std::string cpath(*cached);
           if (nodeflib && in_system_dirs(cpath)) {
@@ -604,9 +697,7 @@ class Mapper {
         }
       }
       if (v == Verdict::Continue && !nodeflib) {
-        std::vector<SearchDir> dirs;
-        for (const std::string& d : config_.system_dirs) dirs.push_back({d, "system search path"});
-        v = search_dirs(dirs, name, r, &found, &path, &st);
+        v = search_dirs(impl_.system_dirs, name, r, &found, &path, &st);
         if (v == Verdict::Found) r.how = How::Default;
       }
     }
@@ -734,6 +825,8 @@ class Mapper {
 
   std::string fatal_;
   std::vector<size_t> order_;
+  std::vector<std::unique_ptr<std::vector<SearchDir>>> rpath_memo_[2];  // [runpath]
+  std::optional<std::vector<SearchDir>> llp_dirs_;
   size_t first_new_ = 0;  // objects below this index existed before this call
   std::optional<size_t> rtld_;
 
@@ -785,6 +878,7 @@ void reorder(Process& p, const std::vector<size_t>& bfs, std::optional<size_t> r
 
 Process Loader::load_program(const std::string& path) {
   Process p;
+  p.objects.reserve(64);
   Mapper m(*impl_, config_, p);
   host::FileStat st;
   std::shared_ptr<ParsedFile> pf = impl_->open_verify(path, &st);

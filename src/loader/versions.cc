@@ -6,8 +6,6 @@
 // "version `GLIBCXX_3.4.30' not found (required by ...)" that stops a load
 // when an old libstdc++ (often a conda one) is found first.
 #include <algorithm>
-#include <map>
-#include <set>
 
 #include "loader/loader.h"
 
@@ -15,66 +13,84 @@ namespace mld::loader {
 
 namespace {
 
-// find_needed: the first object in link-map order answering to `name`.
-std::optional<size_t> find_provider(const Process& p, std::string_view name) {
-  for (size_t i = 0; i < p.objects.size(); i++) {
-    const Object& o = p.objects[i];
-    if (o.removed) continue;
-    if (o.path == name) return i;
-    if (std::find(o.names.begin(), o.names.end(), name) != o.names.end()) return i;
+// find_needed: the first object in link-map order answering to a name (its
+// l_name or any l_libname). A process asks for the same few names over and
+// over (libc.so.6 by nearly every object), so answers are remembered for
+// the rest of the check.
+class Providers {
+ public:
+  explicit Providers(const Process& p) : p_(p) {}
+
+  std::optional<size_t> find(std::string_view name) {
+    for (const auto& [n, idx] : seen_)
+      if (n == name) return idx;
+    std::optional<size_t> idx;
+    for (size_t i = 0; i < p_.objects.size() && !idx; i++) {
+      const Object& o = p_.objects[i];
+      if (o.removed) continue;
+      if (o.path == name || std::find(o.names.begin(), o.names.end(), name) != o.names.end()) idx = i;
+    }
+    seen_.emplace_back(name, idx);
+    return idx;
   }
-  return std::nullopt;
-}
+
+ private:
+  const Process& p_;
+  std::vector<std::pair<std::string_view, std::optional<size_t>>> seen_;
+};
 
 }  // namespace
 
 std::vector<VersionProblem> check_versions(const Process& p) {
   std::vector<VersionProblem> out;
-  // Each provider's Verdef names, decoded once per process (libc is the
-  // provider of nearly every object: decoding it per need dominated `libs`).
-  std::map<size_t, std::optional<std::vector<elf::VersionDef>>> defs_of;
-  std::set<size_t> unreadable;
+  Providers providers(p);
+  // Each ElfFile keeps its decoded Verneed/Verdef tables, so libc's Verdef
+  // (the provider of nearly every object) is decoded once per run, not once
+  // per process or per need.
   for (size_t i = 0; i < p.objects.size(); i++) {
     const Object& o = p.objects[i];
     if (o.faked || o.removed || !o.elf) continue;
-    std::vector<elf::VersionNeed> needs;
+    const std::vector<elf::VersionNeed>* needs;
     try {
-      needs = o.elf->version_needs();
+      needs = &o.elf->cached_version_needs();
     } catch (const ParseError&) {
       continue;  // reported as a malformed object elsewhere
     }
-    for (const elf::VersionNeed& need : needs) {
-      std::optional<size_t> prov = find_provider(p, need.file);
+    for (const elf::VersionNeed& need : *needs) {
+      std::optional<size_t> prov = providers.find(need.file);
       // Trace mode skips stub entries of missing dependencies.
       if (!prov || p.objects[*prov].faked || !p.objects[*prov].elf) continue;
-      std::optional<std::vector<elf::VersionDef>>& cached = defs_of[*prov];
-      if (!cached) {
-        try {
-          cached = p.objects[*prov].elf->version_defs();
-        } catch (const ParseError&) {
-          cached = std::vector<elf::VersionDef>();
-          unreadable.insert(*prov);
-        }
+      const std::vector<elf::VersionDef>* defs;
+      try {
+        defs = &p.objects[*prov].elf->cached_version_defs();
+      } catch (const ParseError&) {
+        continue;  // reported as malformed elsewhere
       }
-      if (unreadable.count(*prov)) continue;  // reported as malformed elsewhere
-      const std::vector<elf::VersionDef>& defs = *cached;
-      for (const elf::VersionNeedEntry& e : need.entries) {
+      auto problem = [&](VersionProblem::Kind kind, const elf::VersionNeedEntry& e) {
         VersionProblem vp;
+        vp.kind = kind;
         vp.requirer = i;
         vp.file = std::string(need.file);
         vp.version = std::string(e.name);
         vp.provider = *prov;
-        if (defs.empty()) {
-          vp.kind = VersionProblem::NoVersionInfo;
-          out.push_back(vp);
+        out.push_back(std::move(vp));
+      };
+      for (const elf::VersionNeedEntry& e : need.entries) {
+        if (defs->empty()) {
+          problem(VersionProblem::NoVersionInfo, e);
           break;  // glibc reports this once per file and moves on
         }
-        bool found = std::any_of(defs.begin(), defs.end(),
-                                 [&](const elf::VersionDef& d) { return d.name == e.name; });
+        // The ELF hash of the name (vna_hash, vd_hash) settles almost every
+        // comparison; a match is by name, as the model always had it.
+        bool found = std::any_of(defs->begin(), defs->end(), [&](const elf::VersionDef& d) {
+          return d.hash == e.hash && d.name == e.name;
+        });
+        if (!found)
+          found = std::any_of(defs->begin(), defs->end(),
+                              [&](const elf::VersionDef& d) { return d.name == e.name; });
         if (found) continue;
-        vp.kind = (e.flags & elf::VER_FLG_WEAK) ? VersionProblem::WeakNotFound
-                                                 : VersionProblem::NotFound;
-        out.push_back(vp);
+        problem((e.flags & elf::VER_FLG_WEAK) ? VersionProblem::WeakNotFound : VersionProblem::NotFound,
+                e);
       }
     }
   }

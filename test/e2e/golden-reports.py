@@ -2,7 +2,8 @@
 """Golden reports: the exact text mldoctor prints for fixed scenarios.
 
 Each case is a directory test/golden/<case>/ with
-  setup.sh      builds fixtures into $T (a fresh scratch directory)
+  setup.sh      builds fixtures into $T (a fresh scratch directory); $CASE is the
+                case directory, $LIB test/e2e/lib (make_log.py writes logs)
   cmd           the mldoctor arguments, one shell line ($T expands)
   expected.txt  stdout, with the scratch directory written as %t
   expected.rc   optional: the expected exit status (default 0)
@@ -34,7 +35,7 @@ def main():
         t = tempfile.mkdtemp(prefix="mld-golden-")
         env = {k: v for k, v in os.environ.items()
                if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_AUDIT")}
-        env.update(T=t, MLDOCTOR=MLDOCTOR, NO_COLOR="1")
+        env.update(T=t, MLDOCTOR=MLDOCTOR, NO_COLOR="1", CASE=cdir, LIB=os.path.join(HERE, "lib"))
         if os.path.exists(os.path.join(cdir, "setup.sh")):
             subprocess.run(["bash", "-e", os.path.join(cdir, "setup.sh")], env=env, cwd=t, check=True)
         with open(os.path.join(cdir, "cmd")) as f:

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <map>
 #include <regex>
 #include <set>
@@ -266,6 +268,20 @@ TEST_P(Synthetic, RoundTripsEveryField) {
   EXPECT_EQ(f.build_id().value_or(""), "deadbeef000102030405060708090a0b0c0d0eff");
   EXPECT_EQ(f.comments(), (std::vector<std::string_view>{"GCC: (Debian 12.2.0-14) 12.2.0",
                                                          "clang version 14.0.6"}));
+  std::optional<ByteView> comment = f.progbits_section(".comment");
+  ASSERT_TRUE(comment.has_value());
+  EXPECT_NE(comment->as_string_view().find("clang version 14.0.6"), std::string_view::npos);
+  EXPECT_FALSE(f.progbits_section(".no-such-section").has_value());
+
+  // The cached tables are the decoded ones, decoded once and kept.
+  const std::vector<VersionNeed>& cached_needs = f.cached_version_needs();
+  ASSERT_EQ(cached_needs.size(), needs.size());
+  EXPECT_EQ(cached_needs[1].entries[0].name, "GLIBC_2.29");
+  EXPECT_EQ(&cached_needs, &f.cached_version_needs());
+  const std::vector<VersionDef>& cached_defs = f.cached_version_defs();
+  ASSERT_EQ(cached_defs.size(), defs.size());
+  EXPECT_EQ(cached_defs[2].parents, defs[2].parents);
+  EXPECT_EQ(&cached_defs, &f.cached_version_defs());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -1296,4 +1312,146 @@ TEST(BadInput, EveryByteFlipped) {
   }
 }
 
+// ─── (d) the same answers whichever source holds the bytes ─────────────
+
+// A source that, like SparseFile, hands out only the ranges asked for, each
+// in its own exact-size heap buffer: a decoder reading past what it asked
+// for reads another allocation (AddressSanitizer reports it) and gets bytes
+// that differ from the in-memory parse.
+class PieceSource final : public ByteSource {
+ public:
+  explicit PieceSource(std::vector<u8> bytes) : bytes_(std::move(bytes)) {}
+  u64 size() const override { return bytes_.size(); }
+  ByteView range(u64 off, u64 n, const char* what) const override {
+    ByteView whole(bytes_.data(), bytes_.size());
+    ByteView v = whole.sub(off, n, what);
+    pieces_.push_back(std::make_unique<u8[]>(n ? n : 1));
+    std::memcpy(pieces_.back().get(), v.data(), n);
+    requested_ += n;
+    return ByteView(pieces_.back().get(), n, off);
+  }
+  u64 requested() const { return requested_; }
+
+ private:
+  std::vector<u8> bytes_;
+  mutable std::vector<std::unique_ptr<u8[]>> pieces_;
+  mutable u64 requested_ = 0;
+};
+
+// Everything the reader says about a file, decoder errors included, as text.
+std::string summarize(const std::function<ElfFile()>& parse) {
+  std::ostringstream o;
+  try {
+    ElfFile f = parse();
+    o << f.is_64() << f.big_endian() << ' ' << f.e_type() << ' ' << f.e_machine() << ' '
+      << f.program_headers().size() << ' ' << f.interp().value_or("-") << ' '
+      << f.soname().value_or("-") << ' ' << f.rpath().value_or("-") << ' '
+      << f.runpath().value_or("-") << ' ' << f.dt_flags() << ' ' << f.dt_flags_1() << '\n';
+    for (std::string_view n : f.needed()) o << "needed " << n << '\n';
+    auto guarded = [&o](const char* what, const std::function<void()>& fn) {
+      try {
+        fn();
+      } catch (const ParseError& e) {
+        o << what << " error: " << e.what() << " @" << e.offset() << '\n';
+      }
+    };
+    guarded("needs", [&] {
+      for (const VersionNeed& n : f.version_needs()) {
+        o << "need " << n.file;
+        for (const VersionNeedEntry& e : n.entries) o << ' ' << e.name << '/' << e.hash << '/' << e.other;
+        o << '\n';
+      }
+    });
+    guarded("defs", [&] {
+      for (const VersionDef& d : f.version_defs()) {
+        o << "def " << d.index << ' ' << d.name;
+        for (std::string_view p : d.parents) o << ' ' << p;
+        o << '\n';
+      }
+    });
+    guarded("symbols", [&] {
+      for (const DynamicSymbol& s : f.dynamic_symbols())
+        o << "sym " << s.name << '@' << s.version << ' ' << s.value << ' ' << s.shndx << '\n';
+    });
+    guarded("tls", [&] {
+      for (const TlsRelocation& r : f.tls_relocations()) o << "tls " << r.type << ' ' << r.symbol_name << '\n';
+    });
+    guarded("build-id", [&] { o << "build-id " << f.build_id().value_or("-") << '\n'; });
+    guarded("comments", [&] {
+      for (std::string_view c : f.comments()) o << "comment " << c << '\n';
+    });
+    guarded("rodata", [&] {
+      std::optional<ByteView> r = f.progbits_section(".rodata");
+      o << "rodata " << (r ? r->base_offset() : 0) << ' ' << (r ? r->size() : 0) << '\n';
+    });
+  } catch (const ParseError& e) {
+    o << "parse error: " << e.what() << " @" << e.offset() << '\n';
+  }
+  return o.str();
+}
+
+std::string summarize_in_memory(const std::vector<u8>& b) {
+  return summarize([&] { return ElfFile::parse(view(b)); });
+}
+std::string summarize_in_pieces(const std::vector<u8>& b) {
+  return summarize([&] { return ElfFile::parse(std::make_shared<PieceSource>(b)); });
+}
+
+TEST(SparseSource, EveryByteFlippedGivesTheSameAnswers) {
+  for (bool is64 : {false, true}) {
+    const std::vector<u8> good = build_elf(full_spec(is64, !is64, is64 ? EM_X86_64 : EM_386));
+    ASSERT_EQ(summarize_in_memory(good), summarize_in_pieces(good));
+    for (size_t i = 0; i < good.size(); i++) {
+      for (u8 x : {u8{0xff}, u8{0x80}, u8{0x01}}) {
+        std::vector<u8> b = good;
+        b[i] ^= x;
+        ASSERT_EQ(summarize_in_memory(b), summarize_in_pieces(b)) << "byte " << i << " ^ " << int(x);
+      }
+    }
+  }
+}
+
+TEST(SparseSource, TruncationsGiveTheSameAnswers) {
+  const std::vector<u8> whole = build_elf(full_spec(true, false, EM_X86_64));
+  for (size_t n = 0; n <= whole.size(); n++) {
+    std::vector<u8> b(whole.begin(), whole.begin() + static_cast<long>(n));
+    ASSERT_EQ(summarize_in_memory(b), summarize_in_pieces(b)) << "truncated to " << n;
+  }
+}
+
+// Real objects read with pread give what their mapping gives, and the
+// loader's part (headers, dynamic section, needed names, version tables)
+// reads a small part of each file.
+TEST(SparseSource, SystemLibrariesThroughSparseFile) {
+  int compared = 0;
+  for (const char* name : {"libc.so.6", "libstdc++.so.6", "libm.so.6", "libz.so.1", "libgcc_s.so.1",
+                           "libdl.so.2", "libpthread.so.0", "libgomp.so.1"}) {
+    const std::string path = std::string("/usr/lib/x86_64-linux-gnu/") + name;
+    if (!is_regular_elf(path)) continue;
+    MappedFile m = MappedFile::open(path);
+    std::shared_ptr<SparseFile> sf = SparseFile::open(path);
+    {
+      ElfFile f = ElfFile::parse(sf);
+      (void)f.cached_version_needs();
+      (void)f.cached_version_defs();
+      EXPECT_LT(sf->bytes_read(), 16u << 10) << path << ": the loader's part read " << sf->bytes_read();
+    }
+    EXPECT_EQ(summarize([&] { return ElfFile::parse(m.view()); }),
+              summarize([&] { return ElfFile::parse(SparseFile::open(path)); }))
+        << path;
+    compared++;
+  }
+  if (compared == 0) GTEST_SKIP() << "no system libraries";
+}
+
+TEST(SparseSource, MoreFilesThanTheDescriptorPoolStayReadable) {
+  const std::string path = "/usr/lib/x86_64-linux-gnu/libz.so.1";
+  if (!is_regular_elf(path)) GTEST_SKIP() << path << " not on this machine";
+  std::vector<ElfFile> files;
+  for (int i = 0; i < 200; i++) files.push_back(ElfFile::parse(SparseFile::open(path)));
+  // The first ones' descriptors were closed; their lazy decoders reopen.
+  for (const ElfFile& f : files) EXPECT_FALSE(f.version_needs().empty());
+}
+
 }  // namespace
+

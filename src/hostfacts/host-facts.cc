@@ -1,0 +1,293 @@
+// host-facts.cc — memory, /dev/shm, resource limits, kernel, container and
+// launcher facts of the analysed host.
+//
+// These are the host properties that decide whether a multi-process training
+// job can start at all: DataLoader workers and NCCL's shared-memory transport
+// put their buffers in /dev/shm (Docker's default is 64 MiB), RDMA transports
+// pin memory up to RLIMIT_MEMLOCK, DataLoader's fd-passing needs open files,
+// and the number of ranks the launcher puts on this node divides the CPUs.
+// Live, /dev/shm is measured with statvfs(2) and the limits with getrlimit(2);
+// under --root the same facts come from the tree's /proc/self/mountinfo (or
+// /proc/mounts) "size=" option and /proc/self/limits, because statvfs of a
+// fixture directory would describe the test machine's disk.
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
+#include "hostfacts/hostfacts-internal.h"
+#include "hostfacts/hostfacts.h"
+
+namespace mld::hostfacts {
+
+using namespace detail;
+
+namespace {
+
+MemoryFacts collect_memory(const host::Host& host) {
+  MemoryFacts m;
+  std::optional<std::string> text = host.read_file("/proc/meminfo", 1 << 16);
+  if (!text) return m;
+  if (std::optional<std::string_view> v = field_of(*text, "MemTotal")) m.total_bytes = parse_kb_value(*v);
+  if (std::optional<std::string_view> v = field_of(*text, "MemAvailable")) m.available_bytes = parse_kb_value(*v);
+  return m;
+}
+
+// tmpfs "size=" option: bytes with an optional k/m/g/t suffix, or a
+// percentage of RAM. "0" means no limit.
+std::optional<u64> parse_tmpfs_size(std::string_view v, const MemoryFacts& mem) {
+  if (v.empty()) return std::nullopt;
+  char suffix = v.back();
+  if (suffix == '%') {
+    std::optional<u64> pct = parse_u64(v.substr(0, v.size() - 1));
+    if (!pct || !mem.total_bytes) return std::nullopt;
+    return *mem.total_bytes / 100 * *pct;
+  }
+  u64 mul = 1;
+  switch (suffix) {
+    case 'k': case 'K': mul = u64{1} << 10; break;
+    case 'm': case 'M': mul = u64{1} << 20; break;
+    case 'g': case 'G': mul = u64{1} << 30; break;
+    case 't': case 'T': mul = u64{1} << 40; break;
+    default: break;
+  }
+  std::optional<u64> n = parse_u64(mul == 1 ? v : v.substr(0, v.size() - 1));
+  if (!n) return std::nullopt;
+  if (*n == 0) return kUnlimited;
+  return checked_mul(*n, mul);
+}
+
+bool shm_from_statvfs(const std::string& native, ShmFacts& shm) {
+  struct statvfs st;
+  if (statvfs(native.c_str(), &st) != 0) return false;
+  shm.present = true;
+  shm.size_bytes = static_cast<u64>(st.f_blocks) * st.f_frsize;
+  shm.free_bytes = static_cast<u64>(st.f_bavail) * st.f_frsize;
+  shm.source = "statvfs";
+  return true;
+}
+
+bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& shm) {
+  std::string source;
+  std::vector<MountEntry> mounts = read_mounts(host, &source);
+  const MountEntry* last = nullptr;  // the mount on top wins
+  for (const MountEntry& m : mounts)
+    if (m.mount_point == "/dev/shm") last = &m;
+  if (!last) return false;
+  shm.present = true;
+  shm.source = source;
+  if (last->fstype != "tmpfs") {
+    shm.source += " (" + last->fstype + ", no size option)";
+    return true;
+  }
+  for (std::string_view o : split(last->super_options, ','))
+    if (o.starts_with("size=")) {
+      shm.size_bytes = parse_tmpfs_size(o.substr(5), mem);
+      shm.source += " " + std::string(o);
+      return true;
+    }
+  // The kernel prints size= for every bounded tmpfs; none means unbounded.
+  shm.size_bytes = kUnlimited;
+  shm.source += " (no size option)";
+  return true;
+}
+
+ShmFacts collect_shm(const host::Host& host, const MemoryFacts& mem) {
+  ShmFacts shm;
+  if (host.is_live_root()) {
+    if (shm_from_statvfs("/dev/shm", shm)) return shm;
+    shm_from_mounts(host, mem, shm);
+    return shm;
+  }
+  if (shm_from_mounts(host, mem, shm)) return shm;
+  // A mounted image whose /dev/shm is a mount of its own: statvfs is its.
+  host::FileStat dir = host.stat("/dev/shm");
+  host::FileStat parent = host.stat("/dev");
+  if (dir.kind == host::FileKind::Directory) {
+    shm.present = true;
+    if (parent.kind == host::FileKind::Directory && dir.id.dev != parent.id.dev)
+      shm_from_statvfs(host.native_path("/dev/shm"), shm);
+    else
+      shm.source = "directory (not a mount; size unknown)";
+  }
+  return shm;
+}
+
+ResourceLimit limit_from_getrlimit(int resource) {
+  ResourceLimit l;
+  struct rlimit r;
+  if (getrlimit(resource, &r) != 0) return l;
+  l.known = true;
+  l.soft = r.rlim_cur == RLIM_INFINITY ? kUnlimited : static_cast<u64>(r.rlim_cur);
+  l.hard = r.rlim_max == RLIM_INFINITY ? kUnlimited : static_cast<u64>(r.rlim_max);
+  l.source = "getrlimit";
+  return l;
+}
+
+// "Max locked memory         8388608              8388608              bytes"
+ResourceLimit limit_from_proc(const std::optional<std::string>& text, std::string_view name) {
+  ResourceLimit l;
+  if (!text) return l;
+  for (std::string_view line : lines_of(*text)) {
+    if (!line.starts_with(name)) continue;
+    std::vector<std::string_view> w = split_words(line.substr(name.size()));
+    if (w.size() < 2) return l;
+    auto value = [](std::string_view v) -> std::optional<u64> {
+      if (v == "unlimited") return kUnlimited;
+      return parse_u64(v);
+    };
+    std::optional<u64> soft = value(w[0]), hard = value(w[1]);
+    if (!soft || !hard) return l;
+    l.known = true;
+    l.soft = *soft;
+    l.hard = *hard;
+    l.source = "/proc/self/limits";
+    return l;
+  }
+  return l;
+}
+
+Limits collect_limits(const host::Host& host) {
+  Limits limits;
+  if (host.is_live_root()) {
+    limits.memlock = limit_from_getrlimit(RLIMIT_MEMLOCK);
+    limits.nofile = limit_from_getrlimit(RLIMIT_NOFILE);
+    limits.nproc = limit_from_getrlimit(RLIMIT_NPROC);
+  }
+  std::optional<std::string> text;
+  if (!limits.memlock.known || !limits.nofile.known || !limits.nproc.known)
+    text = host.read_file("/proc/self/limits", 1 << 16);
+  if (!limits.memlock.known) limits.memlock = limit_from_proc(text, "Max locked memory");
+  if (!limits.nofile.known) limits.nofile = limit_from_proc(text, "Max open files");
+  if (!limits.nproc.known) limits.nproc = limit_from_proc(text, "Max processes");
+  return limits;
+}
+
+ContainerFacts collect_container(const host::Host& host) {
+  ContainerFacts c;
+  bool docker = false, podman = false, kubernetes = false, lxc = false;
+  if (host.stat("/.dockerenv").kind != host::FileKind::Missing) {
+    c.markers.push_back("/.dockerenv exists");
+    docker = true;
+  }
+  if (host.stat("/run/.containerenv").kind != host::FileKind::Missing) {
+    c.markers.push_back("/run/.containerenv exists");
+    podman = true;
+  }
+  if (std::optional<std::string> cg = host.read_file("/proc/1/cgroup", 1 << 16)) {
+    for (std::string_view line : lines_of(*cg)) {
+      bool hit = false;
+      if (line.find("kubepods") != std::string_view::npos) kubernetes = hit = true;
+      if (line.find("/docker") != std::string_view::npos || line.find("docker-") != std::string_view::npos)
+        docker = hit = true;
+      if (line.find("libpod") != std::string_view::npos) podman = hit = true;
+      if (line.find("/lxc") != std::string_view::npos) lxc = hit = true;
+      if (line.find("containerd") != std::string_view::npos) hit = true;
+      if (hit) {
+        c.markers.push_back("/proc/1/cgroup: " + std::string(line));
+        break;
+      }
+    }
+  }
+  std::string mounts_source;
+  for (const MountEntry& m : read_mounts(host, &mounts_source))
+    if (m.mount_point == "/" && m.fstype == "overlay") {
+      c.markers.push_back(mounts_source + ": root filesystem is overlay");
+      break;
+    }
+  if (host.getenv("KUBERNETES_SERVICE_HOST")) {
+    c.markers.push_back("KUBERNETES_SERVICE_HOST is set");
+    kubernetes = true;
+  }
+  c.detected = !c.markers.empty();
+  c.kind = kubernetes ? "kubernetes" : podman ? "podman" : docker ? "docker" : lxc ? "lxc" : c.detected ? "container" : "";
+  return c;
+}
+
+std::optional<u32> positive_count(std::string_view v) {
+  std::optional<u64> n = parse_u64(trim(v));
+  if (!n || *n == 0 || *n > 1000000) return std::nullopt;
+  return static_cast<u32>(*n);
+}
+
+RanksPerNode collect_ranks_per_node(const host::Host& host, const CollectOptions& options) {
+  RanksPerNode r;
+  if (options.ranks_per_node && *options.ranks_per_node > 0) {
+    r.count = options.ranks_per_node;
+    r.source = "--ranks-per-node";
+    r.raw = std::to_string(*options.ranks_per_node);
+    return r;
+  }
+  for (const char* name : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}) {
+    std::optional<std::string> v = host.getenv(name);
+    if (!v) continue;
+    std::optional<u32> count;
+    if (std::string_view(name) == "SLURM_TASKS_PER_NODE") {
+      if (std::optional<std::vector<u32>> per_node = parse_slurm_tasks_per_node(*v)) {
+        // This node's entry when SLURM_NODEID says which; else a uniform
+        // value; else the largest (the tightest budget).
+        std::optional<u64> node_id;
+        if (std::optional<std::string> id = host.getenv("SLURM_NODEID")) node_id = parse_u64(trim(*id));
+        if (node_id && *node_id < per_node->size())
+          count = (*per_node)[*node_id];
+        else if (!per_node->empty())
+          count = *std::max_element(per_node->begin(), per_node->end());
+      }
+    } else {
+      count = positive_count(*v);
+    }
+    if (!count) {
+      r.ignored.push_back(std::string(name) + "=" + *v);
+      continue;
+    }
+    r.count = count;
+    r.source = name;
+    r.raw = *v;
+    return r;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::vector<u32>> parse_slurm_tasks_per_node(std::string_view text) {
+  std::vector<u32> out;
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  for (std::string_view item : split(text, ',')) {
+    u64 repeat = 1;
+    size_t paren = item.find('(');
+    if (paren != std::string_view::npos) {
+      // "4(x2)"
+      if (!item.ends_with(")") || item.substr(paren, 2) != "(x") return std::nullopt;
+      std::optional<u64> r = parse_u64(item.substr(paren + 2, item.size() - paren - 3));
+      if (!r || *r == 0 || *r > 100000) return std::nullopt;
+      repeat = *r;
+      item = item.substr(0, paren);
+    }
+    std::optional<u32> n = positive_count(item);
+    if (!n) return std::nullopt;
+    for (u64 i = 0; i < repeat; i++) out.push_back(*n);
+  }
+  return out;
+}
+
+HostFacts collect_host_facts(const host::Host& host, const CollectOptions& options) {
+  HostFacts f;
+  f.cpu = collect_cpu_facts(host);
+  f.numa_nodes = collect_numa_nodes(host);
+  f.memory = collect_memory(host);
+  f.shm = collect_shm(host, f.memory);
+  f.limits = collect_limits(host);
+  if (std::optional<std::string> rel = host.read_file("/proc/sys/kernel/osrelease", 4096)) {
+    std::string_view t = trim(*rel);
+    if (!t.empty()) f.kernel_release = std::string(t);
+  }
+  f.container = collect_container(host);
+  f.ranks_per_node = collect_ranks_per_node(host, options);
+  if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband")) f.rdma_devices = *ib;
+  return f;
+}
+
+}  // namespace mld::hostfacts

@@ -1,0 +1,229 @@
+// hostfacts.h — the facts `mldoctor check` needs about the machine and the
+// environment before a training job starts: how many CPUs a process may really
+// use (online CPUs, affinity mask, cgroup v1/v2 CPU quota), NUMA layout,
+// memory, /dev/shm, resource limits, kernel, container markers, the launcher's
+// ranks per node, and the environment variables that steer the native layer
+// (OpenMP, MKL, OpenBLAS, numba, torch, CUDA, the dynamic loader, glibc, NCCL).
+//
+// Everything is read through host::Host, so `--root DIR` analyses a fixture
+// tree exactly as the live machine. A fact that cannot be read is "unknown"
+// (an empty optional), never an error. Malformed settings become findings
+// (rules ENV001–ENV015, HOST001–HOST003); the thread budget itself (THR001) is
+// computed by the caller from the numbers exposed here.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/base.h"
+#include "findings/findings.h"
+#include "host/host.h"
+
+namespace mld::hostfacts {
+
+// A resource limit or size with no bound.
+inline constexpr u64 kUnlimited = ~u64{0};
+
+// Thresholds of the host findings (documented in rules/HOST00*.toml).
+inline constexpr u64 kSmallShmBytes = u64{1} << 30;     // HOST001: /dev/shm below 1 GiB
+inline constexpr u64 kLowNofile = 4096;                 // HOST003: soft RLIMIT_NOFILE below this
+
+// cpu-facts.cc ///////////////////////////////////////////////////////////////
+
+// Parses the kernel's CPU list format ("0-3,8,10-11", also "0-7:2" strides as
+// in cpuset); sorted, duplicates removed. nullopt when malformed. An empty or
+// all-blank string is an empty list.
+std::optional<std::vector<u32>> parse_cpu_list(std::string_view text);
+// The inverse: "0-3,8,10-11".
+std::string format_cpu_list(const std::vector<u32>& cpus);
+
+// A CFS bandwidth limit: the process may use quota_us of CPU time every
+// period_us, i.e. quota_us / period_us CPUs.
+struct CpuQuota {
+  int cgroup_version = 0;  // 1 or 2
+  i64 quota_us = 0;
+  i64 period_us = 0;
+  std::string file;  // the file that set it, as a path inside the root
+  double cpus() const { return period_us > 0 ? double(quota_us) / double(period_us) : 0.0; }
+  u32 ceil_cpus() const;  // at least 1
+};
+
+struct CpuFacts {
+  std::optional<std::vector<u32>> online;    // /sys/devices/system/cpu/online
+  std::optional<std::vector<u32>> possible;  // /sys/devices/system/cpu/possible
+  std::optional<std::vector<u32>> affinity;  // Cpus_allowed_list of /proc/self/status
+  std::string affinity_source;               // the file it came from
+  int cgroup_version = 0;     // of the cpu controller: 1, 2, or 0 when unknown
+  std::string cgroup_path;    // the process's cgroup in that hierarchy ("/docker/abc")
+  std::string cgroup_dir;     // the directory it maps to ("/sys/fs/cgroup/docker/abc")
+  bool quota_readable = false;  // some quota file was read: "no quota" is then a fact
+  std::optional<CpuQuota> quota;  // the tightest quota from the leaf up, nullopt = none/unknown
+  // min(affinity count, ceil(quota)); the affinity count falls back to the
+  // online count. nullopt when neither is known.
+  std::optional<u32> usable;
+  std::string usable_basis;  // "affinity", "online CPUs", "cgroup v2 quota", ...
+};
+
+CpuFacts collect_cpu_facts(const host::Host& host);
+
+struct NumaNode {
+  u32 id = 0;
+  std::optional<std::vector<u32>> cpus;  // node<N>/cpulist
+  std::optional<u64> mem_total_bytes;    // node<N>/meminfo
+  std::optional<u64> mem_free_bytes;
+};
+
+// /sys/devices/system/node/node*; empty when the directory is missing.
+std::vector<NumaNode> collect_numa_nodes(const host::Host& host);
+
+// host-facts.cc //////////////////////////////////////////////////////////////
+
+struct MemoryFacts {
+  std::optional<u64> total_bytes;      // MemTotal of /proc/meminfo
+  std::optional<u64> available_bytes;  // MemAvailable
+};
+
+struct ShmFacts {
+  bool present = false;             // /dev/shm exists or is mounted
+  std::optional<u64> size_bytes;    // kUnlimited for a tmpfs without a size limit
+  std::optional<u64> free_bytes;    // only where statvfs applies
+  std::string source;               // "statvfs", "/proc/self/mountinfo size=65536k", ...
+};
+
+struct ResourceLimit {
+  bool known = false;
+  u64 soft = 0;  // kUnlimited for "unlimited"
+  u64 hard = 0;
+  std::string source;  // "getrlimit" or "/proc/self/limits"
+};
+
+struct Limits {
+  ResourceLimit memlock;  // bytes
+  ResourceLimit nofile;
+  ResourceLimit nproc;
+};
+
+struct ContainerFacts {
+  bool detected = false;
+  std::string kind;                  // "docker", "podman", "kubernetes", "lxc", "container", ""
+  std::vector<std::string> markers;  // each piece of evidence, e.g. "/.dockerenv exists"
+};
+
+// How many ranks the launcher starts on this node, and which variable says so.
+struct RanksPerNode {
+  std::optional<u32> count;
+  std::string source;  // "--ranks-per-node", "LOCAL_WORLD_SIZE", "SLURM_TASKS_PER_NODE", ...
+  std::string raw;     // the value as written
+  std::vector<std::string> ignored;  // "NAME=value" candidates that did not parse
+};
+
+// Parses SLURM_TASKS_PER_NODE ("4(x2),3") into one count per node.
+std::optional<std::vector<u32>> parse_slurm_tasks_per_node(std::string_view text);
+
+struct HostFacts {
+  CpuFacts cpu;
+  std::vector<NumaNode> numa_nodes;
+  MemoryFacts memory;
+  ShmFacts shm;
+  Limits limits;
+  std::optional<std::string> kernel_release;  // /proc/sys/kernel/osrelease
+  // Not read here (hostfacts does not link the loader): the caller fills it
+  // from loader::detect_glibc_version so the JSON carries it.
+  std::optional<std::string> glibc_version;
+  ContainerFacts container;
+  RanksPerNode ranks_per_node;
+  std::vector<std::string> rdma_devices;  // /sys/class/infiniband entries
+};
+
+struct CollectOptions {
+  std::optional<u32> ranks_per_node;  // `--ranks-per-node`: wins over every variable
+};
+
+HostFacts collect_host_facts(const host::Host& host, const CollectOptions& options = {});
+
+// env-facts.cc ///////////////////////////////////////////////////////////////
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+struct GlibcTunable {
+  std::string key;
+  std::string value;
+  bool known = false;  // a tunable some glibc release defines
+};
+
+// GLIBC_TUNABLES "a.b.c=1:d.e.f=2"; malformed items (no '=', empty key) are
+// returned in `malformed`.
+struct ParsedTunables {
+  std::vector<GlibcTunable> tunables;
+  std::vector<std::string> malformed;
+};
+ParsedTunables parse_glibc_tunables(std::string_view text);
+
+// OMP_NUM_THREADS and friends as the runtimes read them: "4" or the nested
+// list "4,2" (one count per nesting level). nullopt when a runtime would
+// reject the value (GNU libgomp: "Invalid value for environment variable").
+std::optional<std::vector<u32>> parse_thread_count_list(std::string_view text);
+
+// The per-process thread settings a thread budget needs. Each is nullopt when
+// the variable is unset or invalid (the runtime then picks its own default,
+// usually one thread per CPU of the affinity mask).
+struct ThreadSettings {
+  std::optional<std::vector<u32>> omp_num_threads;  // per nesting level
+  std::optional<u32> mkl_num_threads;
+  std::optional<u32> openblas_num_threads;  // OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS
+  std::optional<u32> numba_num_threads;
+  std::optional<std::string> mkl_threading_layer;    // upper-case when valid
+  std::optional<std::string> numba_threading_layer;  // lower-case when valid
+};
+
+// CUDA_VISIBLE_DEVICES as the CUDA runtime (and torch._parse_visible_devices)
+// reads it: entries up to the first invalid one; a repeated entry hides every
+// device.
+struct CudaVisibleDevices {
+  std::string raw;
+  std::vector<std::string> devices;        // what stays visible, in order
+  std::optional<std::string> stopped_at;   // the entry parsing stopped at
+  std::optional<std::string> duplicate;    // a repeated entry (then devices is empty)
+};
+CudaVisibleDevices parse_cuda_visible_devices(std::string_view text);
+
+struct EnvFacts {
+  std::vector<EnvVar> variables;  // every variable that steers the native layer, sorted by name
+  ThreadSettings threads;
+  std::optional<CudaVisibleDevices> cuda_visible_devices;
+  std::vector<std::string> ld_library_path;  // elements as written ("" = current directory)
+  std::vector<std::string> ld_preload;
+  std::vector<GlibcTunable> glibc_tunables;
+  std::vector<Finding> findings;  // malformed or risky values (ENV rules)
+};
+
+// Reads the environment of `host` (and checks LD_* paths under its root).
+EnvFacts collect_env_facts(const host::Host& host);
+
+// facts.cc ///////////////////////////////////////////////////////////////////
+
+struct Facts {
+  HostFacts host;
+  EnvFacts env;
+};
+
+Facts collect(const host::Host& host, const CollectOptions& options = {});
+
+// The host findings (HOST rules) of a set of facts.
+std::vector<Finding> host_findings(const HostFacts& facts);
+// Every finding of the facts: the environment's and the host's.
+void emit_findings(const Facts& facts, FindingSink& sink);
+
+// JSON for `check --json` (the "host" and "environment" objects). Byte sizes
+// are integers; unknown facts are null; kUnlimited is the string "unlimited".
+void to_json(nlohmann::json& j, const HostFacts& f);
+void to_json(nlohmann::json& j, const EnvFacts& f);
+void to_json(nlohmann::json& j, const Facts& f);
+
+}  // namespace mld::hostfacts

@@ -1,0 +1,469 @@
+// packages.cc — where the packages whose native code causes trouble live,
+// and which ELF files they bring. `import torch` is resolved the way
+// importlib's FileFinder resolves it (per sys.path entry: a package directory
+// with __init__, then a module file with one of the interpreter's suffixes;
+// a bare directory only as a namespace portion), so a shadowed copy later on
+// sys.path is named but not examined. Inside the package the walk is cheap on
+// purpose — torch alone holds thousands of files: only names that can be a
+// shared object (".so", ".so.N") are opened, and only their first 64 bytes,
+// so the ELF header (not the name) decides what each is; only names that can
+// be a directory are stat'ed, and headers, tests and caches are not entered.
+// An extension module is what import can load: the interpreter's EXT_SUFFIX,
+// ".abi3.so", or a plain ".so" that defines PyInit_<name> (the one case where
+// the dynamic symbols are read). Everything else is a vendored library
+// (torch/lib, auditwheel's <dist>.libs, nvidia/*/lib, mkl's <prefix>/lib).
+#include <algorithm>
+#include <set>
+
+#include "elf/elf.h"
+#include "pyenv/pyenv.h"
+
+namespace mld::pyenv {
+
+const std::vector<KnownPackage>& known_packages() {
+  static const std::vector<KnownPackage> known = {
+      {"torch", {"torch"}},
+      {"numpy", {"numpy"}},
+      {"scipy", {"scipy"}},
+      {"sklearn", {"scikit-learn"}},
+      {"cv2",
+       {"opencv-python", "opencv-python-headless", "opencv-contrib-python",
+        "opencv-contrib-python-headless"}},
+      {"numba", {"numba"}},
+      {"llvmlite", {"llvmlite"}},
+      {"tensorflow", {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly"}},
+      {"jax", {"jax"}},
+      {"jaxlib", {"jaxlib"}},
+      {"mkl", {"mkl-service"}},
+      {"faiss", {"faiss-cpu", "faiss-gpu", "faiss"}},
+      {"deepspeed", {"deepspeed"}},
+      {"triton", {"triton", "pytorch-triton"}},
+      {"nvidia", {}},  // the nvidia-*-cu1x CUDA wheels share this namespace
+  };
+  return known;
+}
+
+namespace {
+
+// Distributions that install shared libraries outside site-packages
+// (RECORD paths like "../../libiomp5.so", i.e. <prefix>/lib).
+constexpr std::string_view kLibraryOnlyDistributions[] = {
+    "mkl", "intel-openmp", "tbb", "intel-cmplr-lib-rt", "intel-cmplr-lib-ur", "dpcpp-cpp-rt"};
+
+// Directories inside a package that import never loads native code from.
+bool skipped_dir(std::string_view name) {
+  static const std::set<std::string_view> skip = {
+      "__pycache__", "include", "tests", "test", "testing", "share", "docs",
+      "doc", "examples", "benchmarks", "headers", "cmake", "pkgconfig"};
+  return skip.count(name) > 0;
+}
+
+bool named_like_shared_object(std::string_view name) {
+  return name.ends_with(".so") || name.find(".so.") != std::string_view::npos;
+}
+
+// Names worth a stat to see whether they are directories: files inside
+// packages almost always carry an extension ("x.py", "x.h", "x.json").
+bool may_be_dir(std::string_view name) {
+  // "python-3.11": opencv-python's per-version directory of cv2's module.
+  return name.find('.') == std::string_view::npos || name.ends_with(".libs") ||
+         name.ends_with(".dylibs") || name.starts_with("python-");
+}
+
+bool is_lib_dir_name(std::string_view name) {
+  return name == "lib" || name == "lib64" || name.ends_with(".libs");
+}
+
+u16 machine_for(std::string_view machine) {
+  if (machine == "x86_64") return elf::EM_X86_64;
+  if (machine == "aarch64" || machine == "arm64") return elf::EM_AARCH64;
+  if (machine == "ppc64le" || machine == "ppc64") return elf::EM_PPC64;
+  if (machine == "s390x") return elf::EM_S390;
+  if (machine == "riscv64") return elf::EM_RISCV;
+  if (machine.size() == 4 && machine[0] == 'i' && machine.substr(2) == "86") return elf::EM_386;
+  return 0;
+}
+
+struct PackageScanner {
+  PackageScanner(const host::Host& h, const PythonFacts& p, std::vector<ScanProblem>& out)
+      : host(h), py(p), problems(out) {}
+  const host::Host& host;
+  const PythonFacts& py;
+  std::vector<ScanProblem>& problems;
+  u16 expected_machine = 0;
+  std::map<std::string, std::optional<std::vector<std::string>>> listings;
+
+  static constexpr int kMaxDepth = 8;
+  static constexpr size_t kMaxEntriesPerPackage = 200000;
+  size_t entries_seen = 0;
+
+  const std::vector<std::string>* list(const std::string& dir) {
+    auto it = listings.find(dir);
+    if (it == listings.end()) it = listings.emplace(dir, host.list_dir(dir)).first;
+    return it->second ? &*it->second : nullptr;
+  }
+  bool listed_has(const std::string& dir, const std::string& name) {
+    const std::vector<std::string>* names = list(dir);
+    return names && std::binary_search(names->begin(), names->end(), name);
+  }
+
+  // The file's ELF header decides; nullopt (with a problem where it
+  // matters) when it is no shared object.
+  std::optional<NativeFile> classify(const std::string& path, bool in_lib_dir,
+                                     const std::string& module_prefix) {
+    std::optional<std::string> head = host.read_file(path, 64);
+    if (!head) {
+      host::FileStat st = host.stat(path);
+      if (st.kind == host::FileKind::Directory) return std::nullopt;
+      std::optional<std::string> target = host.read_link(path);
+      if (target && st.kind == host::FileKind::Missing)
+        problems.push_back({path, "dangling symlink to " + *target});
+      else
+        problems.push_back({path, "cannot read: " + errno_text(st.error ? st.error : EACCES)});
+      return std::nullopt;
+    }
+    ByteView bytes(*head);
+    if (!elf::has_elf_magic(bytes)) {
+      // Linker scripts named libfoo.so are normal in lib directories.
+      if (head->starts_with("/*") || head->starts_with("INPUT") || head->starts_with("GROUP") ||
+          head->starts_with("OUTPUT_FORMAT"))
+        return std::nullopt;
+      problems.push_back({path, "named like a shared object but not an ELF file"});
+      return std::nullopt;
+    }
+    if (bytes.size() < 20) {
+      problems.push_back({path, "truncated ELF header"});
+      return std::nullopt;
+    }
+    u8 ei_class = bytes.u8_at(4), ei_data = bytes.u8_at(5);
+    if ((ei_class != 1 && ei_class != 2) || (ei_data != 1 && ei_data != 2)) {
+      problems.push_back({path, "invalid ELF class or byte order"});
+      return std::nullopt;
+    }
+    bool be = ei_data == 2;
+    u16 e_type = bytes.u16_at(16, be);
+    if (e_type != elf::ET_DYN) {
+      problems.push_back({path, "not a shared object (e_type " + std::to_string(e_type) + ")"});
+      return std::nullopt;
+    }
+    NativeFile f;
+    f.path = path;
+    f.is_64 = ei_class == 2;
+    f.e_machine = bytes.u16_at(18, be);
+    if (expected_machine && f.e_machine != expected_machine)
+      problems.push_back({path, "built for " + std::string(elf::machine_name(f.e_machine)) +
+                                    ", the interpreter is " + py.machine});
+    if (std::optional<std::string> target = host.read_link(path))
+      f.link_target = host::normalize_path(
+          target->front() == '/' ? *target : host::join_path(host::dir_name(path), *target));
+
+    std::string name = path.substr(path.rfind('/') + 1);
+    std::string stem;
+    bool extension = false;
+    if (!in_lib_dir) {
+      if (!py.ext_suffix.empty() && name.ends_with(py.ext_suffix)) {
+        stem = name.substr(0, name.size() - py.ext_suffix.size());
+        extension = true;
+      } else if (name.ends_with(".abi3.so")) {
+        stem = name.substr(0, name.size() - 8);
+        extension = true;
+      } else if (size_t tag = name.find(".cpython-"); tag != std::string::npos && name.ends_with(".so")) {
+        stem = name.substr(0, tag);
+        extension = true;
+        f.loadable_by_interpreter = false;
+        problems.push_back({path, "extension module for another Python (" +
+                                      name.substr(tag + 1, name.size() - tag - 4) + "), import skips it"});
+      } else if (name.ends_with(".so") && name.find('.') == name.size() - 3) {
+        stem = name.substr(0, name.size() - 3);
+        extension = defines_pyinit(path, stem);
+      }
+    }
+    if (extension) {
+      f.kind = NativeKind::ExtensionModule;
+      f.module = module_prefix.empty() ? stem : module_prefix + "." + stem;
+    } else {
+      f.kind = NativeKind::Library;
+    }
+    return f;
+  }
+
+  // A plain "x.so" outside lib directories is an extension module only if it
+  // exports PyInit_x: the one case that reads the dynamic symbols.
+  bool defines_pyinit(const std::string& path, const std::string& stem) {
+    try {
+      MappedFile m = host.map(path);
+      elf::ElfFile e = elf::ElfFile::parse(m.view());
+      std::string want = "PyInit_" + stem;
+      for (const elf::DynamicSymbol& s : e.dynamic_symbols())
+        if (s.defined() && s.name == want) return true;
+    } catch (const ParseError& e) {
+      problems.push_back({path, std::string("corrupt ELF: ") + e.what()});
+    } catch (const IoError& e) {
+      problems.push_back({path, e.what()});
+    }
+    return false;
+  }
+
+  // Walks one package directory. `module_prefix` is the dotted name of
+  // `dir` ("numba.np.ufunc"); empty below a lib directory.
+  void walk(const std::string& dir, const std::string& module_prefix, int depth, bool in_lib_dir,
+            std::set<host::FileId>& visited, std::vector<NativeFile>& out) {
+    host::FileStat st = host.stat(dir);
+    if (st.kind != host::FileKind::Directory) return;
+    if (!visited.insert(st.id).second) {
+      problems.push_back({dir, "directory cycle (a symlink back to an enclosing directory); not entered again"});
+      return;
+    }
+    const std::vector<std::string>* names = list(dir);
+    if (!names) {
+      problems.push_back({dir, "cannot list directory"});
+      return;
+    }
+    for (const std::string& name : *names) {
+      if (++entries_seen > kMaxEntriesPerPackage) {
+        if (entries_seen == kMaxEntriesPerPackage + 1)
+          problems.push_back({dir, "package walk stopped after " +
+                                       std::to_string(kMaxEntriesPerPackage) + " entries"});
+        return;
+      }
+      std::string path = host::join_path(dir, name);
+      if (named_like_shared_object(name)) {
+        if (std::optional<NativeFile> f = classify(path, in_lib_dir, module_prefix))
+          out.push_back(std::move(*f));
+        continue;
+      }
+      if (!may_be_dir(name) || skipped_dir(name) || depth >= kMaxDepth) continue;
+      host::FileStat sub = host.stat(path);
+      if (sub.kind == host::FileKind::Error) {
+        problems.push_back({path, errno_text(sub.error)});
+        continue;
+      }
+      if (sub.kind != host::FileKind::Directory) continue;
+      bool lib = in_lib_dir || is_lib_dir_name(name);
+      walk(path, lib || name.find('.') != std::string::npos ? "" : module_prefix + "." + name,
+           depth + 1, lib, visited, out);
+    }
+    // Listings of walked directories are not needed again.
+    listings.erase(dir);
+  }
+
+  std::vector<std::string> module_suffixes() const {
+    std::vector<std::string> s;
+    if (!py.ext_suffix.empty()) s.push_back(py.ext_suffix);
+    s.push_back(".abi3.so");
+    s.push_back(".so");
+    s.push_back(".py");
+    s.push_back(".pyc");
+    return s;
+  }
+
+  // importlib's FileFinder over sys.path for one top-level name.
+  std::optional<ImportedPackage> resolve(const std::string& import_name) {
+    std::optional<ImportedPackage> found;
+    std::vector<std::pair<std::string, std::string>> portions;  // path, site dir
+    std::vector<std::string> suffixes = module_suffixes();
+    std::set<std::string> seen_dirs;
+    for (const std::string& entry : py.sys_path) {
+      if (entry.empty() || entry.front() != '/' || !seen_dirs.insert(entry).second) continue;
+      if (!list(entry)) continue;
+      std::optional<std::pair<ImportKind, std::string>> hit;
+      if (listed_has(entry, import_name)) {
+        std::string dir = host::join_path(entry, import_name);
+        if (host.stat(dir).kind == host::FileKind::Directory) {
+          bool regular = false;
+          for (const std::string& s : suffixes)
+            if (listed_has(dir, "__init__" + s)) regular = true;
+          if (regular) hit = {ImportKind::Package, dir};
+          else if (!found) portions.push_back({dir, entry});
+        }
+      }
+      if (!hit)
+        for (const std::string& s : suffixes)
+          if (listed_has(entry, import_name + s)) {
+            hit = {ImportKind::Module, host::join_path(entry, import_name + s)};
+            break;
+          }
+      if (!hit) continue;
+      if (found) {
+        found->shadowed_paths.push_back(hit->second);
+        continue;
+      }
+      found = ImportedPackage{};
+      found->import_name = import_name;
+      found->kind = hit->first;
+      found->path = hit->second;
+      found->site_dir = entry;
+    }
+    if (!found && !portions.empty()) {
+      found = ImportedPackage{};
+      found->import_name = import_name;
+      found->kind = ImportKind::Namespace;
+      found->path = portions.front().first;
+      found->site_dir = portions.front().second;
+      for (auto& [p, site] : portions) found->namespace_portions.push_back(p);
+    }
+    return found;
+  }
+};
+
+// Splits walked files into the package's two lists, sorted.
+void file_natives(ImportedPackage& pkg, std::vector<NativeFile>& files) {
+  for (NativeFile& f : files)
+    (f.kind == NativeKind::ExtensionModule ? pkg.extension_modules : pkg.libraries)
+        .push_back(std::move(f));
+  auto by_path = [](const NativeFile& a, const NativeFile& b) { return a.path < b.path; };
+  std::sort(pkg.extension_modules.begin(), pkg.extension_modules.end(), by_path);
+  std::sort(pkg.libraries.begin(), pkg.libraries.end(), by_path);
+}
+
+const Distribution* owning_distribution(const std::vector<Distribution>& dists,
+                                        const ImportedPackage& pkg, const KnownPackage* known) {
+  const Distribution* best = nullptr;
+  for (const Distribution& d : dists) {
+    if (d.shadowed_by) continue;
+    bool named = std::find(d.top_level.begin(), d.top_level.end(), pkg.import_name) != d.top_level.end();
+    if (!named && known)
+      for (std::string_view k : known->distributions)
+        if (d.normalized_name == k) named = true;
+    if (!named) continue;
+    if (d.site_dir == pkg.site_dir) return &d;
+    if (!best) best = &d;
+  }
+  return best;
+}
+
+}  // namespace
+
+const Distribution* Environment::find_distribution(std::string_view name) const {
+  std::string want = normalize_distribution_name(name);
+  for (const Distribution& d : distributions)
+    if (!d.shadowed_by && d.normalized_name == want) return &d;
+  return nullptr;
+}
+
+const ImportedPackage* Environment::find_package(std::string_view import_name) const {
+  for (const ImportedPackage& p : packages)
+    if (p.import_name == import_name) return &p;
+  return nullptr;
+}
+
+Environment scan_with_facts(const host::Host& host, InterpreterChoice interpreter,
+                            PythonFacts python, const std::vector<std::string>& packages) {
+  Environment env;
+  env.interpreter = std::move(interpreter);
+  env.python = std::move(python);
+  env.problems = env.python.unexecuted_pth_imports;
+  for (ScanProblem& p : env.problems) p.what = ".pth import line not executed (layout inference): " + p.what;
+  env.distributions = find_distributions(host, env.python.sys_path, env.problems);
+
+  PackageScanner scanner(host, env.python, env.problems);
+  scanner.expected_machine = machine_for(env.python.machine);
+  std::set<std::string> attributed_libs_dirs;
+  std::vector<std::string> wanted = packages;
+  if (wanted.empty())
+    for (const KnownPackage& k : known_packages()) wanted.emplace_back(k.import_name);
+
+  for (const std::string& name : wanted) {
+    const KnownPackage* known = nullptr;
+    for (const KnownPackage& k : known_packages())
+      if (k.import_name == name) known = &k;
+    std::optional<ImportedPackage> pkg = scanner.resolve(name);
+    if (!pkg) continue;
+    scanner.entries_seen = 0;
+    if (const Distribution* d = owning_distribution(env.distributions, *pkg, known)) {
+      pkg->distribution = d->name;
+      pkg->version = d->version;
+    }
+    std::vector<NativeFile> files;
+    std::set<host::FileId> visited;
+    if (pkg->kind == ImportKind::Module) {
+      if (named_like_shared_object(pkg->path))
+        if (std::optional<NativeFile> f = scanner.classify(pkg->path, false, ""))
+          files.push_back(std::move(*f));
+    } else {
+      std::vector<std::string> roots =
+          pkg->kind == ImportKind::Namespace ? pkg->namespace_portions : std::vector{pkg->path};
+      for (const std::string& root : roots) scanner.walk(root, name, 0, false, visited, files);
+    }
+    // auditwheel's <dist>.libs beside the package.
+    if (pkg->distribution) {
+      std::string want = normalize_distribution_name(*pkg->distribution);
+      if (const std::vector<std::string>* names = scanner.list(pkg->site_dir))
+        for (const std::string& n : *names)
+          if (n.ends_with(".libs") && normalize_distribution_name(n.substr(0, n.size() - 5)) == want) {
+            std::string dir = host::join_path(pkg->site_dir, n);
+            attributed_libs_dirs.insert(dir);
+            scanner.walk(dir, "", 0, true, visited, files);
+          }
+    }
+    for (NativeFile& f : files) {
+      f.import_name = name;
+      if (pkg->distribution) f.distribution = *pkg->distribution;
+      // nvidia/<component>/lib: name the component and its wheel.
+      if (name == "nvidia") {
+        size_t at = f.path.find("/nvidia/");
+        if (at != std::string::npos) {
+          std::string component = f.path.substr(at + 8, f.path.find('/', at + 8) - at - 8);
+          f.import_name = "nvidia." + component;
+          std::string prefix = "nvidia-" + normalize_distribution_name(component);
+          for (const Distribution& d : env.distributions)
+            if (!d.shadowed_by && (d.normalized_name == prefix || d.normalized_name.starts_with(prefix + "-cu")))
+              f.distribution = d.name;
+        }
+      }
+    }
+    file_natives(*pkg, files);
+    env.packages.push_back(std::move(*pkg));
+  }
+
+  // Other auditwheel directories on sys.path.
+  std::set<std::string> seen;
+  for (const std::string& entry : env.python.sys_path) {
+    if (entry.empty() || entry.front() != '/' || !seen.insert(entry).second) continue;
+    const std::vector<std::string>* names = scanner.list(entry);
+    if (!names) continue;
+    for (const std::string& n : *names) {
+      if (!n.ends_with(".libs") || n.size() <= 5) continue;
+      std::string dir = host::join_path(entry, n);
+      if (attributed_libs_dirs.count(dir)) continue;
+      std::vector<NativeFile> files;
+      std::set<host::FileId> visited;
+      scanner.entries_seen = 0;
+      scanner.walk(dir, "", 0, true, visited, files);
+      const Distribution* d = env.find_distribution(n.substr(0, n.size() - 5));
+      for (NativeFile& f : files) {
+        if (d) {
+          f.distribution = d->name;
+          if (!d->top_level.empty()) f.import_name = d->top_level.front();
+        }
+        env.other_libraries.push_back(std::move(f));
+      }
+    }
+  }
+  // Libraries that RECORD places outside site-packages.
+  for (const Distribution& d : env.distributions) {
+    if (d.shadowed_by) continue;
+    bool library_only = false;
+    for (std::string_view k : kLibraryOnlyDistributions) library_only |= d.normalized_name == k;
+    if (!library_only) continue;
+    for (const std::string& p : record_paths(host, d, env.problems)) {
+      std::string name = p.substr(p.rfind('/') + 1);
+      if (!named_like_shared_object(name) || p.starts_with(d.site_dir + "/")) continue;
+      if (std::optional<NativeFile> f = scanner.classify(p, true, "")) {
+        f->distribution = d.name;
+        env.other_libraries.push_back(std::move(*f));
+      }
+    }
+  }
+  return env;
+}
+
+Environment scan_environment(const host::Host& host, const ScanOptions& options) {
+  InterpreterChoice choice = choose_interpreter(host, options.python);
+  PythonFacts facts = options.run_interpreter && host.is_live_root()
+                          ? probe_interpreter(host, choice.path, options.probe)
+                          : infer_from_layout(host, choice.path);
+  return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+}
+
+}  // namespace mld::pyenv

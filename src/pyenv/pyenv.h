@@ -1,0 +1,294 @@
+// pyenv.h — the Python environment a job would run in, learned without
+// importing any user package: which interpreter, its version and sys.path,
+// the installed distributions, and for the packages whose native code causes
+// trouble (torch, numpy, cv2, numba, ...) their extension modules and vendored
+// native libraries. `mldoctor check` feeds these to the loader model.
+//
+// Facts come from one of two places:
+//   - the live interpreter, asked once (`python -c <probe>`, one subprocess
+//     that imports only sys, sysconfig, json and site), or
+//   - the directory layout alone, under `--root` or when running the
+//     interpreter is impossible (pyvenv.cfg, lib/python3.X, Debian's
+//     dist-packages, `.pth` files).
+// Everything else is read through host::Host, so every path is inside the
+// analysed root and a fixture tree answers like the live machine.
+//
+// Errors: a missing or broken interpreter throws PyenvError (the environment
+// cannot be described at all). Anything narrower — an unreadable METADATA, a
+// corrupt `.so`, a directory cycle — becomes a ScanProblem naming its path,
+// and the scan goes on.
+//
+// Sections, by implementation file:
+//   interpreter.cc    choosing the interpreter, probing it, layout inference
+//   distributions.cc  *.dist-info / *.egg-info metadata and duplicates
+//   packages.cc       import resolution, extension modules, vendored libraries
+//   import-set.cc     the usual import set (what `import torch, ...` dlopens)
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/base.h"
+#include "host/host.h"
+
+namespace mld::pyenv {
+
+// The environment cannot be described: no interpreter, the interpreter
+// crashed, hung or answered nonsense, or the layout names no Python.
+class PyenvError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A problem with one item (a distribution, a file, a directory); the rest of
+// the environment is still described.
+struct ScanProblem {
+  std::string path;  // inside the root
+  std::string what;  // "METADATA has no Name", "directory cycle", ...
+};
+
+// ─── interpreter.cc ─────────────────────────────────────────────────────────
+
+enum class InterpreterSource {
+  Flag,         // --python PATH
+  VirtualEnv,   // $VIRTUAL_ENV/bin/python
+  CondaPrefix,  // $CONDA_PREFIX/bin/python
+  PathSearch,   // `python3` on $PATH
+  Fallback,     // /usr/bin/python3 (layout inference with nothing else set)
+};
+std::string_view interpreter_source_name(InterpreterSource s);
+
+struct InterpreterChoice {
+  std::string path;  // inside the root, as found (not symlink-resolved)
+  InterpreterSource source = InterpreterSource::PathSearch;
+  std::string reason;  // "--python", "$VIRTUAL_ENV/bin/python", "python3 on PATH"
+  // What `python3` on $PATH resolves to, whether or not it was chosen, so the
+  // report can say "python3 on PATH is X; --python to choose".
+  std::optional<std::string> python3_on_path;
+};
+
+// Picks the interpreter in the order of DESIGN §3.3: `flag_python`, then
+// $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python, then `python3` on $PATH
+// (all from host.getenv, checked with host.stat). Nothing is executed.
+// Throws PyenvError when --python names no file or nothing is found.
+InterpreterChoice choose_interpreter(const host::Host& host,
+                                     const std::optional<std::string>& flag_python);
+
+enum class FactsOrigin { Interpreter, Layout };
+
+struct PythonFacts {
+  FactsOrigin origin = FactsOrigin::Interpreter;
+  int major = 0, minor = 0, micro = 0;
+  std::string release_level;  // "final", "candidate", ...; empty from a layout
+  std::string version;        // "3.11.2" ("3.11" from a layout)
+  std::string executable;     // sys.executable
+  std::string prefix;         // sys.prefix
+  std::string base_prefix;    // sys.base_prefix
+  // sys.path in order, exactly as reported (from `-c` its first entry is "",
+  // the current directory; the scan skips it — the job's script directory is
+  // not known here).
+  std::vector<std::string> sys_path;
+  std::string ext_suffix;  // ".cpython-311-x86_64-linux-gnu.so"
+  std::string soabi;       // "cpython-311-x86_64-linux-gnu"
+  std::string machine;     // "x86_64", "aarch64"
+  // Layout inference only: `.pth` lines starting with "import" that the real
+  // interpreter would execute at startup (they may add paths we cannot see).
+  std::vector<ScanProblem> unexecuted_pth_imports;
+  bool in_venv() const { return prefix != base_prefix; }
+};
+
+struct ProbeOptions {
+  std::chrono::milliseconds timeout{10000};
+};
+
+// Runs `python -c <probe script>` once and parses its JSON answer. The child
+// gets host.environment() unchanged (PYTHONPATH, PYTHONHOME, PYTHONNOUSERSITE
+// and the user site all shape sys.path, so a "clean" environment would
+// describe a different interpreter than the job's), stdin from /dev/null (so
+// PYTHONINSPECT cannot make it wait for input), and its `.pth` files run as at
+// any startup. Requires: host.is_live_root(). Throws PyenvError naming the
+// interpreter when it cannot start, exits non-zero (stderr tail quoted), is
+// killed by a signal, runs past the timeout (then it is killed), or prints
+// something other than the probe's JSON.
+PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
+                              const ProbeOptions& options = {});
+
+// The same facts from the layout around `python` (a path inside the root),
+// without running anything: pyvenv.cfg (home, include-system-site-packages,
+// version), lib/python3.X, Debian's dist-packages scheme, the user site,
+// PYTHONPATH from host.getenv, and `.pth` path lines. Throws PyenvError when
+// no lib/python3.X can be found for it.
+PythonFacts infer_from_layout(const host::Host& host, const std::string& python);
+
+// ─── distributions.cc ───────────────────────────────────────────────────────
+
+enum class MetadataFormat {
+  DistInfo,     // name-1.0.dist-info/METADATA (wheels, pip)
+  EggInfoDir,   // name-1.0.egg-info/PKG-INFO (setuptools, Debian)
+  EggInfoFile,  // name-1.0.egg-info as a plain file holding PKG-INFO (Debian)
+  Egg,          // name-1.0.egg/EGG-INFO/PKG-INFO (a sys.path entry itself)
+};
+
+struct Distribution {
+  std::string name;             // Name: as written in the metadata
+  std::string normalized_name;  // PEP 503: "scikit-learn", "opencv-python"
+  std::string version;          // Version: as written
+  MetadataFormat format = MetadataFormat::DistInfo;
+  std::string metadata_path;  // the .dist-info / .egg-info, inside the root
+  std::string site_dir;       // the sys.path entry it was found in
+  size_t sys_path_index = 0;  // position of site_dir in PythonFacts::sys_path
+  // Top-level import names: top_level.txt, else derived from RECORD.
+  std::vector<std::string> top_level;
+  std::optional<std::string> installer;  // INSTALLER: "pip", "conda", "uv", ...
+  // Metadata problem; name and version then come from the directory name
+  // (importlib.metadata would report Name None).
+  std::optional<std::string> error;
+  // Another copy of this distribution earlier on sys.path (or, in the same
+  // directory, a .dist-info before this .egg-info) is the one import sees.
+  // Index into Environment::distributions.
+  std::optional<size_t> shadowed_by;
+};
+
+// PEP 503 name normalisation: lower case, runs of "-_." become "-".
+std::string normalize_distribution_name(std::string_view name);
+
+// Every distribution on `sys_path`, in sys.path order (within one directory:
+// .dist-info before .egg-info, then by name), duplicates marked.
+std::vector<Distribution> find_distributions(const host::Host& host,
+                                             const std::vector<std::string>& sys_path,
+                                             std::vector<ScanProblem>& problems);
+
+// Paths of files a distribution's RECORD lists, resolved against its site
+// directory and normalised (may lie outside it: "../../libiomp5.so").
+std::vector<std::string> record_paths(const host::Host& host, const Distribution& dist,
+                                      std::vector<ScanProblem>& problems);
+
+// ─── packages.cc ────────────────────────────────────────────────────────────
+
+enum class NativeKind {
+  ExtensionModule,  // importable: <name><EXT_SUFFIX>, .abi3.so, or .so with PyInit_<name>
+  Library,          // vendored shared library (torch/lib, *.libs, nvidia/*/lib)
+};
+
+struct NativeFile {
+  std::string path;  // inside the root, as found under the package
+  // When `path` is a symlink: its target, joined and normalised (Debian's
+  // torch/lib/libtorch.so -> /usr/lib/x86_64-linux-gnu/libtorch.so.1.13).
+  std::optional<std::string> link_target;
+  NativeKind kind = NativeKind::Library;
+  std::string import_name;   // top-level package it belongs to: "torch", "nvidia"
+  std::string module;        // extension modules: dotted name, "torch._C"
+  std::string distribution;  // owning distribution's name, when known
+  // From the ELF header (not the file name).
+  bool is_64 = true;
+  u16 e_machine = 0;
+  // Extension modules: the tag matches the interpreter (EXT_SUFFIX, .abi3.so
+  // or plain .so). False for e.g. ".cpython-310-..." under Python 3.11, which
+  // import skips.
+  bool loadable_by_interpreter = true;
+};
+
+enum class ImportKind { Package, Module, Namespace };
+
+// Where `import <name>` finds a top-level package, modelled on
+// importlib's FileFinder: per sys.path entry, <name>/__init__.* first, then
+// <name><suffix> modules, and a directory without __init__ only as a
+// namespace portion when no entry has a regular package or module.
+struct ImportedPackage {
+  std::string import_name;  // "torch", "cv2", "nvidia"
+  ImportKind kind = ImportKind::Package;
+  std::string path;  // package directory or module file; first namespace portion
+  std::string site_dir;
+  std::vector<std::string> namespace_portions;  // Namespace: every portion
+  // Copies later on sys.path that this import never reaches.
+  std::vector<std::string> shadowed_paths;
+  std::optional<std::string> distribution;  // "opencv-python"
+  std::optional<std::string> version;
+  std::vector<NativeFile> extension_modules;  // sorted by path
+  std::vector<NativeFile> libraries;          // sorted by path
+};
+
+// The import names whose native code mldoctor looks at, and the
+// distributions that provide each.
+struct KnownPackage {
+  std::string_view import_name;
+  std::vector<std::string_view> distributions;  // normalised names
+};
+const std::vector<KnownPackage>& known_packages();
+
+// ─── the whole environment ──────────────────────────────────────────────────
+
+struct ScanOptions {
+  std::optional<std::string> python;  // --python
+  // false, or a host whose root is not "/": infer from the layout instead of
+  // running the interpreter.
+  bool run_interpreter = true;
+  ProbeOptions probe;
+  // Import names to examine; empty: every known_packages() entry.
+  std::vector<std::string> packages;
+};
+
+struct Environment {
+  InterpreterChoice interpreter;
+  PythonFacts python;
+  std::vector<Distribution> distributions;  // sys.path order
+  std::vector<ImportedPackage> packages;    // the known packages present
+  // Native libraries not inside an examined package: auditwheel `*.libs`
+  // directories of other distributions, and files that RECORD places outside
+  // site-packages (mkl, intel-openmp, tbb put theirs in <prefix>/lib).
+  std::vector<NativeFile> other_libraries;
+  std::vector<ScanProblem> problems;
+
+  // The distribution import metadata would report for a (any-form) name:
+  // the first on sys.path. nullptr when not installed.
+  const Distribution* find_distribution(std::string_view name) const;
+  const ImportedPackage* find_package(std::string_view import_name) const;
+};
+
+// Chooses the interpreter, learns its facts (probe or layout), then reads
+// distributions and the known packages' native files. Throws PyenvError only
+// when no interpreter facts can be had.
+Environment scan_environment(const host::Host& host, const ScanOptions& options);
+
+// Lower-level step of scan_environment, for fixed facts: distributions and
+// packages of `python`'s sys.path.
+Environment scan_with_facts(const host::Host& host, InterpreterChoice interpreter,
+                            PythonFacts python, const std::vector<std::string>& packages = {});
+
+// ─── import-set.cc ──────────────────────────────────────────────────────────
+
+enum class LoadTime {
+  AtImport,         // dlopen'ed while `import <name>` runs
+  FirstParallelUse  // numba's threading layer: loaded by the first parallel call
+};
+
+// One dlopen that an import performs, in predicted order.
+struct ImportStep {
+  std::string import_name;  // the import statement's package: "torch"
+  std::string triggered_by;  // the package whose code performs it ("numpy" inside torch)
+  std::string path;          // inside the root
+  std::string module;        // dotted extension module name; empty for ctypes loads
+  NativeKind kind = NativeKind::ExtensionModule;
+  LoadTime when = LoadTime::AtImport;
+  std::string note;  // why it is here, e.g. "ctypes.CDLL(..., RTLD_GLOBAL)"
+};
+
+// The extension modules (and ctypes-loaded libraries) that
+// `import <imports[0]>, <imports[1]>, ...` would dlopen first, in order, each
+// file once. Chosen from a table of each package's import-time loads,
+// checked against the real imports of torch 1.13, numpy 1.24, numba 0.56,
+// scipy 1.10 and Debian's cv2 (dependencies such as numpy inside torch are
+// placed where the package imports them). An approximation: versions move
+// imports around, and only loads the table knows are listed — not every
+// extension module a package holds. Packages absent from `env` are skipped.
+// The default list is the usual training-job prologue.
+std::vector<ImportStep> usual_import_set(
+    const Environment& env, const host::Host& host,
+    const std::vector<std::string>& imports = {"torch", "numpy", "cv2", "sklearn", "numba"});
+
+}  // namespace mld::pyenv

@@ -1,0 +1,271 @@
+// report.cc — text, JSON and Markdown renderings of findings and rules. The
+// text form follows the doctor style of DESIGN §2a: a mark and one specific
+// line per finding, its evidence and fix indented below, nothing a user cannot
+// act on. Colour is a Style choice made by the caller (TTY and NO_COLOR).
+#include "report/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace mld::report {
+namespace {
+
+struct Colours {
+  const char* on = "";
+  const char* dim = "";
+  const char* bold = "";
+  const char* off = "";
+};
+
+Colours colours_for(Severity s, const Style& style) {
+  if (!style.color) return {};
+  const char* on = s == Severity::Error ? "\033[31m" : s == Severity::Warning ? "\033[33m" : "\033[36m";
+  return {on, "\033[2m", "\033[1m", "\033[0m"};
+}
+
+// "0-3,5,7" from sorted ranks.
+std::string rank_ranges(const std::vector<u32>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) j++;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string occurrences_text(const Finding& f) {
+  if (f.count <= 1 && f.ranks.size() <= 1) return {};
+  std::string out;
+  if (f.count > 1) {
+    out = fmt::format("seen {} times", f.count);
+    if (f.last_line && !f.evidence.empty()) {
+      for (const Evidence& e : f.evidence)
+        if (!e.context && e.line) {
+          out += fmt::format(", lines {}–{}", *e.line, *f.last_line);
+          break;
+        }
+    }
+  }
+  if (f.ranks.size() > 1) out += (out.empty() ? "" : ", ") + std::string("ranks ") + rank_ranges(f.ranks);
+  return out;
+}
+
+void print_wrapped_block(std::FILE* out, const std::string& text, const char* indent) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() || (end < text.size()))
+      std::fprintf(out, "%s%s\n", line.empty() ? "" : indent, line.c_str());
+    start = end + 1;
+  }
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  size_t b = 0;
+  while (b < s.size() && s[b] == '\n') b++;
+  return s.substr(b);
+}
+
+}  // namespace
+
+const char* severity_mark(Severity s) {
+  return s == Severity::Error ? "✗" : s == Severity::Warning ? "!" : "·";
+}
+
+void print_finding(std::FILE* out, const Finding& f, const Style& style) {
+  Colours c = colours_for(f.severity, style);
+  std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(f.severity), c.off, f.message.c_str(), c.dim,
+               f.rule.c_str(), c.off);
+  for (const Evidence& e : f.evidence) {
+    // grep's convention: "file:line:" for evidence, "file:line-" for context.
+    std::string where;
+    const char sep = e.context ? '-' : ':';
+    if (style.show_files && !e.file.empty() && e.line)
+      where = fmt::format("{}:{}{} ", e.file, *e.line, sep);
+    else if (e.line)
+      where = fmt::format("line {}{} ", *e.line, sep);
+    if (e.context)
+      std::fprintf(out, "     %s%s%s%s\n", c.dim, where.c_str(), e.text.c_str(), c.off);
+    else
+      std::fprintf(out, "     %s%s\n", where.c_str(), e.text.c_str());
+  }
+  std::string occ = occurrences_text(f);
+  if (!occ.empty()) std::fprintf(out, "     %s%s%s\n", c.dim, occ.c_str(), c.off);
+  if (!f.fix.empty()) std::fprintf(out, "     %sfix:%s %s\n", c.bold, c.off, f.fix.c_str());
+  if (!f.env_fix.empty()) {
+    std::string line = "export";
+    for (const std::string& e : f.env_fix) line += " " + e;
+    if (f.fix.find(line) == std::string::npos) std::fprintf(out, "          %s\n", line.c_str());
+  }
+}
+
+std::string summary_line(const std::vector<const Finding*>& findings) {
+  size_t n[3] = {0, 0, 0};
+  for (const Finding* f : findings) n[static_cast<int>(f->severity)]++;
+  std::vector<std::string> parts;
+  if (n[2]) parts.push_back(fmt::format("{} error{}", n[2], n[2] == 1 ? "" : "s"));
+  if (n[1]) parts.push_back(fmt::format("{} warning{}", n[1], n[1] == 1 ? "" : "s"));
+  if (n[0]) parts.push_back(fmt::format("{} note{}", n[0], n[0] == 1 ? "" : "s"));
+  std::string out;
+  for (size_t i = 0; i < parts.size(); i++) out += (i ? ", " : "") + parts[i];
+  return out;
+}
+
+size_t count_at_or_above(const std::vector<const Finding*>& findings, Severity fail_on) {
+  return static_cast<size_t>(
+      std::count_if(findings.begin(), findings.end(), [&](const Finding* f) { return f->severity >= fail_on; }));
+}
+
+nlohmann::json finding_json(const Finding& f) {
+  nlohmann::json evidence = nlohmann::json::array();
+  for (const Evidence& e : f.evidence) {
+    nlohmann::json j = {{"text", e.text}};
+    if (!e.file.empty()) j["file"] = e.file;
+    if (e.line) j["line"] = *e.line;
+    if (e.context) j["context"] = true;
+    evidence.push_back(std::move(j));
+  }
+  nlohmann::json j = {{"rule", f.rule},         {"severity", severity_name(f.severity)},
+                      {"subject", f.subject},   {"message", f.message},
+                      {"evidence", evidence},   {"fix", f.fix},
+                      {"env_fix", f.env_fix},   {"count", f.count}};
+  if (f.last_line) j["last_line"] = *f.last_line;
+  if (!f.ranks.empty()) j["ranks"] = f.ranks;
+  return j;
+}
+
+void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& findings) {
+  if (findings.empty()) {
+    std::fprintf(out, "No findings.\n");
+    return;
+  }
+  for (const Finding* f : findings) {
+    std::fprintf(out, "### %s `%s` %s\n\n", severity_mark(f->severity), f->rule.c_str(), f->message.c_str());
+    bool any = false;
+    for (const Evidence& e : f->evidence) {
+      if (!any) std::fprintf(out, "```\n");
+      any = true;
+      if (e.line)
+        std::fprintf(out, "%s%s:%llu: %s\n", e.context ? "  " : "", e.file.c_str(),
+                     static_cast<unsigned long long>(*e.line), e.text.c_str());
+      else
+        std::fprintf(out, "%s\n", e.text.c_str());
+    }
+    if (any) std::fprintf(out, "```\n\n");
+    std::string occ = occurrences_text(*f);
+    if (!occ.empty()) std::fprintf(out, "%s.\n\n", occ.c_str());
+    if (!f->fix.empty()) std::fprintf(out, "**Fix:** %s\n\n", f->fix.c_str());
+    if (!f->env_fix.empty()) {
+      std::fprintf(out, "```sh\nexport");
+      for (const std::string& e : f->env_fix) std::fprintf(out, " %s", e.c_str());
+      std::fprintf(out, "\n```\n\n");
+    }
+  }
+}
+
+void print_rule_line(std::FILE* out, const rules::Rule& r, const Style& style) {
+  Colours c = colours_for(r.severity, style);
+  std::fprintf(out, "%-8s %s%-7s%s %s%s\n", r.id.c_str(), c.on, std::string(severity_name(r.severity)).c_str(), c.off,
+               r.title.c_str(), r.builtin ? "" : "  (user rule)");
+}
+
+void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
+  Colours c = colours_for(r.severity, style);
+  std::fprintf(out, "%s%s%s  %s%s%s  (%s)\n\n", c.bold, r.id.c_str(), c.off, c.on, r.title.c_str(), c.off,
+               std::string(severity_name(r.severity)).c_str());
+  print_wrapped_block(out, trim(r.explanation), "  ");
+  std::fprintf(out, "\n%sFix%s\n", c.bold, c.off);
+  if (!r.fix.text.empty()) print_wrapped_block(out, trim(r.fix.text), "  ");
+  if (!r.fix.env.empty()) {
+    std::fprintf(out, "  export");
+    for (const std::string& e : r.fix.env) std::fprintf(out, " %s", e.c_str());
+    std::fprintf(out, "\n");
+  }
+  for (const std::string& cmd : r.fix.commands) std::fprintf(out, "  $ %s\n", cmd.c_str());
+  if (!r.signatures.empty()) {
+    std::fprintf(out, "\n%sRecognised in logs by%s\n", c.bold, c.off);
+    for (const rules::Signature& s : r.signatures)
+      std::fprintf(out, "  %s%s\n", s.pattern.c_str(), s.at_end ? "   (as the log's last line)" : "");
+  } else if (!r.detector.empty()) {
+    std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off, r.detector.c_str());
+  }
+  std::fprintf(out, "\n%sReferences%s\n", c.bold, c.off);
+  for (const std::string& ref : r.references) std::fprintf(out, "  %s\n", ref.c_str());
+}
+
+nlohmann::json rule_json(const rules::Rule& r) {
+  nlohmann::json sigs = nlohmann::json::array();
+  for (const rules::Signature& s : r.signatures) {
+    nlohmann::json j = {{"pattern", s.pattern}};
+    if (!s.message.empty()) j["message"] = s.message;
+    if (!s.followed_by.empty()) j["followed_by"] = s.followed_by, j["within"] = s.within;
+    if (s.at_end) j["at_end"] = true;
+    if (s.case_insensitive) j["case_insensitive"] = true;
+    sigs.push_back(std::move(j));
+  }
+  nlohmann::json j = {{"id", r.id},
+                      {"severity", severity_name(r.severity)},
+                      {"title", r.title},
+                      {"explanation", trim(r.explanation)},
+                      {"fix", {{"text", trim(r.fix.text)}, {"env", r.fix.env}, {"commands", r.fix.commands}}},
+                      {"references", r.references},
+                      {"builtin", r.builtin}};
+  if (!r.detector.empty()) j["detector"] = r.detector;
+  if (!sigs.empty()) j["signatures"] = sigs;
+  if (!r.replaces.empty()) j["replaces"] = r.replaces;
+  if (r.withdrawn) j["withdrawn"] = true;
+  return j;
+}
+
+std::string rules_markdown(const rules::RuleSet& rules) {
+  std::string out =
+      "# Rule reference\n\n"
+      "Generated from `rules/*.toml` by `mldoctor rules --markdown`; do not edit by hand.\n"
+      "`mldoctor explain ID` prints one rule.\n\n"
+      "| id | severity | title | found by |\n|---|---|---|---|\n";
+  for (const rules::Rule& r : rules.all()) {
+    if (r.withdrawn) continue;
+    out += fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity), r.title,
+                       r.signatures.empty() ? "`" + r.detector + "`" : std::string("logs"));
+  }
+  for (const rules::Rule& r : rules.all()) {
+    out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title, severity_name(r.severity),
+                       r.withdrawn ? " · withdrawn" : "", trim(r.explanation));
+    if (!r.fix.text.empty()) out += trim(r.fix.text) + "\n\n";
+    if (!r.fix.env.empty()) {
+      out += "```sh\nexport";
+      for (const std::string& e : r.fix.env) out += " " + e;
+      out += "\n```\n\n";
+    }
+    if (!r.fix.commands.empty()) {
+      out += "```sh\n";
+      for (const std::string& cmd : r.fix.commands) out += cmd + "\n";
+      out += "```\n\n";
+    }
+    if (!r.signatures.empty()) {
+      out += "### Log signatures\n\n";
+      for (const rules::Signature& s : r.signatures) {
+        std::string p = s.pattern;
+        std::replace(p.begin(), p.end(), '`', '\'');
+        out += fmt::format("- `{}`{}{}\n", p, s.at_end ? " — only as the log's last line" : "",
+                           s.followed_by.empty() ? "" : fmt::format(" — with a following `{}` line", s.followed_by));
+      }
+      out += "\n";
+    } else if (!r.detector.empty()) {
+      out += fmt::format("Detected by `{}`.\n\n", r.detector);
+    }
+    out += "### References\n\n";
+    for (const std::string& ref : r.references) out += "- <" + ref + ">\n";
+  }
+  return out;
+}
+
+}  // namespace mld::report

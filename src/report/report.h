@@ -1,0 +1,46 @@
+// report.h — the reporters every command shares: findings and rules as
+// doctor-style text (✓/✗/!, colour only when asked), as JSON with a
+// versioned schema (docs/json-schema.md), and as Markdown for bug reports.
+// Reporters only format; they never decide what is a finding.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "findings/findings.h"
+#include "rules/rules.h"
+
+namespace mld::report {
+
+struct Style {
+  bool color = false;
+  bool show_files = true;  // prefix evidence lines with "file:line"
+};
+
+// One finding as text: mark, message, rule id, evidence, occurrences, fix.
+void print_finding(std::FILE* out, const Finding& f, const Style& style);
+
+// "2 errors, 1 warning, 3 notes" (empty when there are none).
+std::string summary_line(const std::vector<const Finding*>& findings);
+
+// Number of findings at or above `fail_on`.
+size_t count_at_or_above(const std::vector<const Finding*>& findings, Severity fail_on);
+
+nlohmann::json finding_json(const Finding& f);
+
+// A Markdown section for findings (for pasting into an issue).
+void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& findings);
+
+// Rules: one-line listing, full text for `explain`, JSON, and the Markdown
+// of docs/rules.md.
+void print_rule_line(std::FILE* out, const rules::Rule& r, const Style& style);
+void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style);
+nlohmann::json rule_json(const rules::Rule& r);
+std::string rules_markdown(const rules::RuleSet& rules);
+
+// Severity mark: "✗", "!", "·".
+const char* severity_mark(Severity s);
+
+}  // namespace mld::report

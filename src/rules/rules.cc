@@ -1,0 +1,411 @@
+// rules.cc — parses and validates rule files (TOML, docs/rule-format.md).
+// Validation is strict on purpose: unknown keys are typos, a rule without an
+// explanation, a fix or a source for its examples is not a rule a user can
+// act on, and ids are API, so their shape is fixed.
+#include "rules/rules.h"
+
+#include <dirent.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace mld::rules {
+namespace {
+
+bool valid_id(std::string_view id) {
+  size_t letters = 0;
+  while (letters < id.size() && id[letters] >= 'A' && id[letters] <= 'Z') letters++;
+  if (letters < 2 || letters > 5 || id.size() != letters + 3) return false;
+  for (size_t i = letters; i < id.size(); i++)
+    if (id[i] < '0' || id[i] > '9') return false;
+  return true;
+}
+
+std::string stem_of(std::string_view origin) {
+  size_t slash = origin.rfind('/');
+  std::string_view name = slash == std::string_view::npos ? origin : origin.substr(slash + 1);
+  if (name.ends_with(".toml")) name.remove_suffix(5);
+  return std::string(name);
+}
+
+// Collects problems for one file; every accessor records what is wrong with
+// the key it reads instead of stopping at the first problem.
+class Reader {
+ public:
+  Reader(std::string_view origin, std::vector<RuleError>& errors) : origin_(origin), errors_(errors) {}
+
+  void problem(std::string message) {
+    errors_.push_back({origin_, std::move(message)});
+    failed_ = true;
+  }
+  bool failed() const { return failed_; }
+
+  // Rejects keys of `table` not in `known`.
+  void only_keys(const toml::table& table, std::initializer_list<std::string_view> known,
+                 std::string_view where) {
+    for (const auto& [key, node] : table) {
+      if (std::find(known.begin(), known.end(), key.str()) == known.end())
+        problem(std::string(where) + "unknown key '" + std::string(key.str()) + "'");
+    }
+  }
+
+  std::string string(const toml::table& t, std::string_view key, bool required, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) {
+      if (required) problem(std::string(where) + "missing '" + std::string(key) + "'");
+      return {};
+    }
+    if (const auto* s = n->as_string()) return s->get();
+    problem(std::string(where) + "'" + std::string(key) + "' must be a string");
+    return {};
+  }
+
+  bool boolean(const toml::table& t, std::string_view key, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (const auto* b = n->as_boolean()) return b->get();
+    problem(std::string(where) + "'" + std::string(key) + "' must be true or false");
+    return false;
+  }
+
+  std::vector<std::string> strings(const toml::table& t, std::string_view key, std::string_view where) {
+    std::vector<std::string> out;
+    const toml::node* n = t.get(key);
+    if (!n) return out;
+    const toml::array* a = n->as_array();
+    if (!a) {
+      problem(std::string(where) + "'" + std::string(key) + "' must be an array of strings");
+      return out;
+    }
+    for (const toml::node& e : *a) {
+      if (const auto* s = e.as_string())
+        out.push_back(s->get());
+      else
+        problem(std::string(where) + "'" + std::string(key) + "' must hold only strings");
+    }
+    return out;
+  }
+
+  // An array of tables ([[name]]); each element passed to `each`.
+  template <typename F>
+  void tables(const toml::table& t, std::string_view key, F each) {
+    const toml::node* n = t.get(key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) {
+      problem("'" + std::string(key) + "' must be an array of tables ([[" + std::string(key) + "]])");
+      return;
+    }
+    size_t i = 0;
+    for (const toml::node& e : *a) {
+      std::string where = std::string(key) + "[" + std::to_string(i++) + "]: ";
+      if (const toml::table* tt = e.as_table())
+        each(*tt, where);
+      else
+        problem(where + "must be a table");
+    }
+  }
+
+ private:
+  std::string origin_;
+  std::vector<RuleError>& errors_;
+  bool failed_ = false;
+};
+
+// toml++ 3.3 (Debian 12) reaches __builtin_unreachable() when it classifies
+// some non-ASCII characters outside strings (U+00A1..U+0499, U+2C6E..U+3067
+// but U+3000, U+FBC6..U+FEFE): undefined behaviour on a user's rule file.
+// TOML allows non-ASCII only inside strings and comments, so such a file is
+// invalid anyway: find the first non-ASCII byte outside them before toml++
+// sees the text. Returns its offset, or npos.
+size_t non_ascii_outside_strings(std::string_view t) {
+  size_t i = 0;
+  while (i < t.size()) {
+    char c = t[i];
+    if (c == '#') {
+      while (i < t.size() && t[i] != '\n') i++;
+    } else if (c == '"' || c == '\'') {
+      bool multi = t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
+      size_t open = multi ? 3 : 1;
+      i += open;
+      while (i < t.size()) {
+        if (c == '"' && t[i] == '\\') {
+          i += 2;
+          continue;
+        }
+        if (t[i] == c && (!multi || t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''"))) {
+          i += open;
+          // A multi-line string may end with up to two more quotes.
+          while (multi && i < t.size() && t[i] == c) i++;
+          break;
+        }
+        if (!multi && t[i] == '\n') break;  // unterminated: toml++ reports it
+        i++;
+      }
+    } else {
+      if (static_cast<unsigned char>(c) >= 0x80) return i;
+      i++;
+    }
+  }
+  return std::string_view::npos;
+}
+
+Example read_example(Reader& r, const toml::table& t, std::string_view where, bool positive) {
+  Example e;
+  if (positive)
+    r.only_keys(t, {"log", "source"}, where);
+  else
+    r.only_keys(t, {"log", "why"}, where);
+  e.log = r.string(t, "log", true, where);
+  if (positive)
+    e.source = r.string(t, "source", true, where);
+  else
+    e.why = r.string(t, "why", true, where);
+  if (e.log.find_first_not_of(" \t\r\n") == std::string::npos) r.problem(std::string(where) + "empty log");
+  return e;
+}
+
+}  // namespace
+
+std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
+                               std::vector<RuleError>& errors) {
+  if (size_t bad = non_ascii_outside_strings(text); bad != std::string_view::npos) {
+    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
+    errors.push_back({std::string(origin), "line " + std::to_string(line) +
+                                               ": a non-ASCII character outside a string or comment"});
+    return std::nullopt;
+  }
+  toml::table doc;
+  try {
+    doc = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << "line " << e.source().begin.line << ": " << e.description();
+    errors.push_back({std::string(origin), msg.str()});
+    return std::nullopt;
+  }
+  Reader r(origin, errors);
+  Rule rule;
+  rule.origin = std::string(origin);
+  r.only_keys(doc, {"id", "severity", "title", "explanation", "references", "fix", "detector", "replaces",
+                    "signature", "example", "negative", "withdrawn"},
+              "");
+  rule.id = r.string(doc, "id", true, "");
+  if (!rule.id.empty()) {
+    if (!valid_id(rule.id))
+      r.problem("id '" + rule.id + "' is not 2-5 capital letters and 3 digits");
+    else if (!origin.empty() && stem_of(origin) != rule.id)
+      r.problem("id '" + rule.id + "' differs from the file name");
+  }
+  std::string severity = r.string(doc, "severity", true, "");
+  if (!severity.empty()) {
+    if (auto s = parse_severity(severity))
+      rule.severity = *s;
+    else
+      r.problem("severity '" + severity + "' is not error, warning or info");
+  }
+  rule.title = r.string(doc, "title", true, "");
+  if (!rule.title.empty() && (rule.title.back() == '.' || rule.title.find('\n') != std::string::npos))
+    r.problem("title must be one line without a final period");
+  rule.explanation = r.string(doc, "explanation", true, "");
+  rule.references = r.strings(doc, "references", "");
+  if (rule.references.empty()) r.problem("at least one reference is required");
+  for (const std::string& ref : rule.references)
+    if (!ref.starts_with("https://") && !ref.starts_with("http://")) r.problem("reference is not a URL: " + ref);
+  rule.withdrawn = r.boolean(doc, "withdrawn", "");
+  rule.detector = r.string(doc, "detector", false, "");
+  rule.replaces = r.strings(doc, "replaces", "");
+
+  if (const toml::table* fix = doc["fix"].as_table()) {
+    r.only_keys(*fix, {"text", "env", "commands"}, "fix: ");
+    rule.fix.text = r.string(*fix, "text", false, "fix: ");
+    rule.fix.env = r.strings(*fix, "env", "fix: ");
+    rule.fix.commands = r.strings(*fix, "commands", "fix: ");
+    for (const std::string& e : rule.fix.env) {
+      size_t eq = e.find('=');
+      if (eq == 0 || eq == std::string::npos) r.problem("fix: env entry is not NAME=value: " + e);
+    }
+    if (rule.fix.text.empty() && rule.fix.env.empty() && rule.fix.commands.empty())
+      r.problem("fix: needs text, env or commands");
+  } else {
+    r.problem("missing [fix] table");
+  }
+
+  r.tables(doc, "signature", [&](const toml::table& t, const std::string& where) {
+    Signature s;
+    r.only_keys(t, {"pattern", "message", "subject", "case_insensitive", "followed_by", "within", "at_end"}, where);
+    s.pattern = r.string(t, "pattern", true, where);
+    s.message = r.string(t, "message", false, where);
+    s.subject = r.string(t, "subject", false, where);
+    s.case_insensitive = r.boolean(t, "case_insensitive", where);
+    s.followed_by = r.string(t, "followed_by", false, where);
+    s.at_end = r.boolean(t, "at_end", where);
+    if (const toml::node* w = t.get("within")) {
+      const auto* i = w->as_integer();
+      if (!i || i->get() < 1 || i->get() > 100000)
+        r.problem(where + "'within' must be an integer from 1 to 100000");
+      else
+        s.within = static_cast<u32>(i->get());
+    }
+    if (s.at_end && !s.followed_by.empty()) r.problem(where + "an at_end signature cannot have followed_by");
+    if (s.pattern.find('\n') != std::string::npos) r.problem(where + "a pattern never spans lines");
+    rule.signatures.push_back(std::move(s));
+  });
+  r.tables(doc, "example", [&](const toml::table& t, const std::string& where) {
+    rule.examples.push_back(read_example(r, t, where, true));
+  });
+  r.tables(doc, "negative", [&](const toml::table& t, const std::string& where) {
+    rule.negatives.push_back(read_example(r, t, where, false));
+  });
+
+  if (!rule.withdrawn) {
+    if (rule.detector.empty() == rule.signatures.empty())
+      r.problem("a rule has either a detector or signatures, not both and not neither");
+    if (!rule.signatures.empty()) {
+      if (rule.examples.empty()) r.problem("a log rule needs at least one [[example]]");
+      if (rule.negatives.empty()) r.problem("a log rule needs at least one [[negative]]");
+    }
+  }
+  for (const Example& e : rule.examples)
+    if (!e.source.empty() &&
+        std::find(rule.references.begin(), rule.references.end(), e.source) == rule.references.end())
+      r.problem("example source is not among the references: " + e.source);
+  for (const std::string& id : rule.replaces)
+    if (!valid_id(id) || id == rule.id) r.problem("replaces names an invalid id: " + id);
+
+  if (r.failed()) return std::nullopt;
+  return rule;
+}
+
+const Rule* RuleSet::find(std::string_view id) const {
+  auto it = std::lower_bound(rules_.begin(), rules_.end(), id,
+                             [](const Rule& r, std::string_view key) { return r.id < key; });
+  return it != rules_.end() && it->id == id ? &*it : nullptr;
+}
+
+bool RuleSet::add(Rule rule, std::vector<RuleError>& errors) {
+  auto it = std::lower_bound(rules_.begin(), rules_.end(), rule.id,
+                             [](const Rule& r, const std::string& key) { return r.id < key; });
+  if (it != rules_.end() && it->id == rule.id) {
+    errors.push_back({rule.origin, "id " + rule.id + " is already used by " + it->origin});
+    return false;
+  }
+  rules_.insert(it, std::move(rule));
+  return true;
+}
+
+const RuleSet& RuleSet::builtin() {
+  static const RuleSet set = [] {
+    RuleSet s;
+    std::vector<RuleError> errors;
+    for (const EmbeddedRule& e : embedded_rules()) {
+      std::string origin = std::string("rules/") + e.name;
+      if (auto rule = parse_rule(e.text, origin, errors)) {
+        rule->builtin = true;
+        s.add(std::move(*rule), errors);
+      }
+    }
+    // The build's rule test rejects invalid builtin rules; a broken one here
+    // means a binary built without running it. Say so, keep the valid ones.
+    for (const RuleError& e : errors)
+      std::fprintf(stderr, "mldoctor: internal error: builtin rule %s: %s\n", e.origin.c_str(), e.message.c_str());
+    return s;
+  }();
+  return set;
+}
+
+RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& errors, bool with_builtin) {
+  RuleSet s = with_builtin ? builtin() : RuleSet();
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    errors.push_back({dir, "cannot open rules directory: " + errno_text(errno)});
+    return s;
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > 5 && name.ends_with(".toml")) names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    std::string path = dir + "/" + name;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      errors.push_back({path, "cannot read: " + errno_text(errno)});
+      continue;
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string text = buf.str();
+    if (text.size() > (1u << 20)) {
+      errors.push_back({path, "larger than 1 MiB; not a rule file"});
+      continue;
+    }
+    if (auto rule = parse_rule(text, path, errors)) s.add(std::move(*rule), errors);
+  }
+  return s;
+}
+
+std::string render_template(std::string_view tmpl, const std::vector<std::string>& captures) {
+  std::string out;
+  out.reserve(tmpl.size() + 32);
+  for (size_t i = 0; i < tmpl.size(); i++) {
+    if (tmpl[i] == '{' && i + 2 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9' && tmpl[i + 2] == '}') {
+      size_t n = static_cast<size_t>(tmpl[i + 1] - '0');
+      if (n < captures.size()) {
+        out += captures[n];
+        i += 2;
+        continue;
+      }
+    }
+    out += tmpl[i];
+  }
+  return out;
+}
+
+std::string one_line_fix(std::string_view text) {
+  while (!text.empty() && (text.front() == '\n' || text.front() == ' ')) text.remove_prefix(1);
+  size_t end = text.find("\n\n");
+  std::string out(text.substr(0, end));
+  std::replace(out.begin(), out.end(), '\n', ' ');
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  // "Do this:" followed by a code block: the block's lines belong to the action.
+  if (!out.empty() && out.back() == ':' && end != std::string_view::npos) {
+    std::string_view rest = text.substr(end + 2);
+    if (rest.starts_with("```")) {
+      size_t body = rest.find('\n');
+      size_t close = rest.find("\n```", body);
+      if (body != std::string_view::npos && close != std::string_view::npos) {
+        std::string_view code = rest.substr(body + 1, close - body - 1);
+        std::string joined;
+        size_t i = 0;
+        while (i <= code.size()) {
+          size_t nl = code.find('\n', i);
+          if (nl == std::string_view::npos) nl = code.size();
+          std::string_view line = code.substr(i, nl - i);
+          if (!line.empty()) joined += (joined.empty() ? "" : "; ") + std::string(line);
+          i = nl + 1;
+        }
+        out += " " + joined;
+      }
+    }
+  }
+  return out;
+}
+
+void complete_from_rule(Finding& f, const RuleSet& rules) {
+  const Rule* r = rules.find(f.rule);
+  if (!r) return;
+  if (f.message.empty()) f.message = r->title;
+  if (f.env_fix.empty()) f.env_fix = r->fix.env;
+  if (f.fix.empty()) f.fix = one_line_fix(r->fix.text);
+}
+
+}  // namespace mld::rules

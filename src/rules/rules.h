@@ -1,0 +1,108 @@
+// rules.h — the knowledge base: one Rule per file under rules/ (TOML; format
+// in docs/rule-format.md), compiled into the binary and extendable with a
+// user's --rules-dir. A rule is either evaluated by a named C++ detector over
+// facts, or carries log signatures that the log matcher (logs/) compiles.
+// This layer only parses and validates; it neither matches nor prints.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/base.h"
+#include "findings/findings.h"
+
+namespace mld::rules {
+
+struct Signature {
+  std::string pattern;       // Vectorscan/PCRE2 common subset
+  std::string message;       // template with {N} capture references, or empty
+  std::string subject;       // template; empty: the rendered message
+  bool case_insensitive = false;
+  std::string followed_by;   // a later line attached as evidence, or empty
+  u32 within = 20;           // lines after the match in which followed_by may come
+  bool at_end = false;       // only when the log ends with this line (a stall)
+};
+
+struct Example {
+  std::string log;           // one or more lines
+  std::string source;        // positive examples: where it was seen
+  std::string why;           // negatives: why it must not match
+};
+
+struct Fix {
+  std::string text;                   // Markdown
+  std::vector<std::string> env;       // "NAME=value"
+  std::vector<std::string> commands;
+};
+
+struct Rule {
+  std::string id;            // "OMP010"
+  Severity severity = Severity::Warning;
+  std::string title;
+  std::string explanation;   // Markdown
+  std::vector<std::string> references;
+  Fix fix;
+  std::string detector;      // fact-based rules
+  std::vector<Signature> signatures;  // log rules
+  std::vector<std::string> replaces;  // more generic rules this one hides on a line
+  std::vector<Example> examples;
+  std::vector<Example> negatives;
+  bool withdrawn = false;
+  bool builtin = false;
+  std::string origin;        // "rules/OMP010.toml" or the user's file path
+};
+
+// A rule-file problem: which file, what is wrong.
+struct RuleError {
+  std::string origin;
+  std::string message;
+};
+
+// Parses and validates one rule file's text. Returns the rule, or nullopt with
+// the problems appended to `errors` (every problem, not just the first). The
+// id must match the file name of `origin` unless `origin` is empty.
+std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
+                               std::vector<RuleError>& errors);
+
+class RuleSet {
+ public:
+  // The rules compiled into the binary, sorted by id. Parsed once, lazily.
+  static const RuleSet& builtin();
+
+  // Builtin rules (unless `with_builtin` is false) plus every *.toml directly
+  // in `dir` (a user's rules). A user rule reusing a builtin id, or an
+  // invalid file, is an error.
+  static RuleSet with_user_dir(const std::string& dir, std::vector<RuleError>& errors, bool with_builtin = true);
+
+  const std::vector<Rule>& all() const { return rules_; }
+  const Rule* find(std::string_view id) const;
+
+  // Adds a rule; false (and an error) if its id is taken.
+  bool add(Rule rule, std::vector<RuleError>& errors);
+
+ private:
+  std::vector<Rule> rules_;  // sorted by id
+};
+
+// Builtin rule sources: (file name, text) pairs generated at build time from
+// rules/*.toml.
+struct EmbeddedRule {
+  const char* name;
+  const char* text;
+};
+std::vector<EmbeddedRule> embedded_rules();
+
+// Completes a finding from its rule: title-less message, fix and env_fix are
+// filled from the rule when the finding left them empty. No-op for unknown ids.
+void complete_from_rule(Finding& f, const RuleSet& rules);
+
+// The action of a Markdown fix text as one line: its first paragraph, with
+// the code block that follows a paragraph ending in ':' joined by "; ".
+std::string one_line_fix(std::string_view text);
+
+// Substitutes {N} in `tmpl` with captures[N] (N = 0..9); unknown stays as is.
+std::string render_template(std::string_view tmpl, const std::vector<std::string>& captures);
+
+}  // namespace mld::rules

@@ -1,0 +1,348 @@
+// logs-test.cc — the log scanner on hostile input: arbitrary feed splits,
+// ANSI colour, '\r' progress bars, NUL bytes and invalid UTF-8, a line of
+// tens of megabytes, rank prefixes, de-duplication, context, follow-up
+// lines, `replaces`, end-of-log rules and gzip input. Rules are written in the
+// test so the behaviour under test does not move with the knowledge base.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "logs/logs.h"
+#include "rules/rules.h"
+
+namespace mld {
+namespace {
+
+std::shared_ptr<const logs::Matcher> test_matcher() {
+  static const char* kRules[][2] = {
+      {"TST010", R"(id = "TST010"
+severity = "error"
+title = "Duplicate runtime"
+explanation = "e"
+references = ["https://example.org/1"]
+[fix]
+text = "one runtime"
+env = ["X=1"]
+[[signature]]
+pattern = 'OMP: Error #15: Initializing (\S+), but found (\S+) already initialized'
+message = "{1} initialised while {2} already was"
+[[example]]
+log = "OMP: Error #15: Initializing a, but found b already initialized."
+source = "https://example.org/1"
+[[negative]]
+log = "n"
+why = "w"
+)"},
+      {"TST011", R"(id = "TST011"
+severity = "error"
+title = "NCCL system error"
+explanation = "e"
+references = ["https://example.org/2"]
+[fix]
+text = "f"
+[[signature]]
+pattern = 'NCCL error in: \S+, unhandled system error'
+followed_by = 'Last error:'
+within = 3
+[[example]]
+log = "NCCL error in: x.cpp:1, unhandled system error"
+source = "https://example.org/2"
+[[negative]]
+log = "n"
+why = "w"
+)"},
+      {"TST012", R"(id = "TST012"
+severity = "warning"
+title = "Missing library"
+explanation = "e"
+references = ["https://example.org/3"]
+[fix]
+text = "f"
+[[signature]]
+pattern = '(lib[\w.+-]+\.so[\w.]*): cannot open shared object file'
+message = "{1} not found"
+[[example]]
+log = "libx.so.1: cannot open shared object file"
+source = "https://example.org/3"
+[[negative]]
+log = "n"
+why = "w"
+)"},
+      {"TST013", R"(id = "TST013"
+severity = "error"
+title = "Missing CUDA runtime"
+explanation = "e"
+references = ["https://example.org/4"]
+replaces = ["TST012"]
+[fix]
+text = "f"
+[[signature]]
+pattern = '(libcudart\.so[\d.]*): cannot open shared object file'
+message = "{1} missing"
+[[example]]
+log = "libcudart.so.11.0: cannot open shared object file"
+source = "https://example.org/4"
+[[negative]]
+log = "n"
+why = "w"
+)"},
+      {"TST014", R"(id = "TST014"
+severity = "error"
+title = "Build stalled"
+explanation = "e"
+references = ["https://example.org/5"]
+[fix]
+text = "f"
+[[signature]]
+pattern = 'Using (\S+) as PyTorch extensions root'
+message = "stalled waiting in {1}"
+at_end = true
+[[signature]]
+pattern = 'Building extension module \w+'
+at_end = true
+[[example]]
+log = "Using /x as PyTorch extensions root..."
+source = "https://example.org/5"
+[[negative]]
+log = "n"
+why = "w"
+)"},
+  };
+  rules::RuleSet set;
+  std::vector<rules::RuleError> errors;
+  for (auto& [id, text] : kRules) {
+    auto r = rules::parse_rule(text, std::string(id) + ".toml", errors);
+    EXPECT_TRUE(r) << id;
+    if (r) set.add(*r, errors);
+  }
+  for (auto& e : errors) ADD_FAILURE() << e.origin << ": " << e.message;
+  auto m = logs::Matcher::compile(set, errors);
+  for (auto& e : errors) ADD_FAILURE() << e.origin << ": " << e.message;
+  return m;
+}
+
+struct Result {
+  std::vector<Finding> findings;
+  u64 lines;
+};
+
+// Feeds `text` in pieces of `piece` bytes (0: all at once).
+Result scan(const std::string& text, size_t piece = 0, u32 context = 0, unsigned threads = 1) {
+  static auto m = test_matcher();
+  logs::Scanner s(m, {context, "log", threads});
+  if (piece == 0) piece = text.size() + 1;
+  for (size_t i = 0; i < text.size(); i += piece)
+    s.feed(ByteView(reinterpret_cast<const u8*>(text.data()) + i, std::min(piece, text.size() - i)));
+  s.finish();
+  Result r{{}, s.lines()};
+  for (const logs::LogFinding* f : s.findings()) r.findings.push_back(f->finding);
+  return r;
+}
+
+const std::string kOmp = "OMP: Error #15: Initializing libiomp5.so, but found libomp.so already initialized.";
+
+TEST(LogScanner, FindsWithLineNumberAndCaptures) {
+  Result r = scan("a\nb\n" + kOmp + "\nc\n");
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].rule, "TST010");
+  EXPECT_EQ(r.findings[0].message, "libiomp5.so initialised while libomp.so already was");
+  EXPECT_EQ(r.findings[0].evidence[0].line, 3u);
+  EXPECT_EQ(r.findings[0].fix, "one runtime");
+  EXPECT_EQ(r.findings[0].env_fix, std::vector<std::string>{"X=1"});
+  EXPECT_EQ(r.lines, 4u);
+}
+
+TEST(LogScanner, AnySplitOfTheInputGivesTheSameFindings) {
+  std::string text;
+  for (int i = 0; i < 50; i++) text += "noise line " + std::to_string(i) + "\n";
+  text += "[rank2]:" + kOmp + "\n" + "x\nNCCL error in: a.cpp:5, unhandled system error\nLast error:\nsocket\n" +
+          "libfoo.so.3: cannot open shared object file\n";
+  Result whole = scan(text);
+  ASSERT_EQ(whole.findings.size(), 3u);
+  for (size_t piece : {1, 2, 3, 7, 64, 1000}) {
+    Result split = scan(text, piece);
+    ASSERT_EQ(split.findings.size(), whole.findings.size()) << "piece " << piece;
+    for (size_t i = 0; i < whole.findings.size(); i++) {
+      EXPECT_EQ(split.findings[i].message, whole.findings[i].message) << "piece " << piece;
+      EXPECT_EQ(split.findings[i].evidence.size(), whole.findings[i].evidence.size()) << "piece " << piece;
+      EXPECT_EQ(split.findings[i].evidence[0].line, whole.findings[i].evidence[0].line) << "piece " << piece;
+    }
+  }
+}
+
+TEST(LogScanner, ThreadsGiveTheSameFindingsAsOne) {
+  std::string text;
+  for (int i = 0; i < 60000; i++) {
+    text += "[rank" + std::to_string(i % 8) + "]: step " + std::to_string(i) + " loss 0.25 \x1b[32mok\x1b[0m\n";
+    if (i % 997 == 0) text += "[rank" + std::to_string(i % 8) + "]:" + kOmp + "\n";
+    if (i % 1499 == 0) text += "lib" + std::to_string(i) + ".so.1: cannot open shared object file\n";
+    if (i % 4001 == 0) text += "NCCL error in: a.cpp:5, unhandled system error\nx\nLast error:\n";
+  }
+  Result one = scan(text, 1 << 20, 1, 1);
+  for (unsigned threads : {2u, 3u, 8u}) {
+    Result many = scan(text, 1 << 20, 1, threads);
+    ASSERT_EQ(many.findings.size(), one.findings.size());
+    EXPECT_EQ(many.lines, one.lines);
+    for (size_t i = 0; i < one.findings.size(); i++) {
+      EXPECT_EQ(many.findings[i].message, one.findings[i].message);
+      EXPECT_EQ(many.findings[i].count, one.findings[i].count);
+      EXPECT_EQ(many.findings[i].last_line, one.findings[i].last_line);
+      ASSERT_EQ(many.findings[i].evidence.size(), one.findings[i].evidence.size());
+      for (size_t k = 0; k < one.findings[i].evidence.size(); k++)
+        EXPECT_EQ(many.findings[i].evidence[k].text, one.findings[i].evidence[k].text);
+    }
+  }
+  EXPECT_GT(one.findings.size(), 40u);
+}
+
+TEST(LogScanner, AnsiColourCodesDoNotHideAMatch) {
+  Result r = scan("\x1b[1;31mOMP: Error #15: \x1b[0mInitializing a.so, but found b.so already initialized.\x1b[0m\n");
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].evidence[0].text, "OMP: Error #15: Initializing a.so, but found b.so already initialized.");
+}
+
+TEST(LogScanner, ProgressBarsNulBytesAndInvalidUtf8) {
+  std::string text = "epoch 1: 10%|#  |\r epoch 1: 20%|## |\r[rank5]:" + kOmp + "\r\n";
+  text += std::string("bin\0ary\xff\xfe junk\n", 17);
+  text += "\xc3(libz\x80.so: cannot open shared object file\n";
+  Result r = scan(text);
+  ASSERT_EQ(r.findings.size(), 1u);  // "libz\x80.so" is no library name
+  EXPECT_EQ(r.findings[0].evidence[0].text, "[rank5]:" + kOmp);
+  EXPECT_EQ(r.findings[0].ranks, std::vector<u32>{5});
+  std::string shown = logs::printable_line(std::string("a\0b\xff\x1b[0m", 8), 0);
+  EXPECT_EQ(shown, "a\\x00b\\xff\\x1b[0m");
+}
+
+TEST(LogScanner, DeduplicatesWithCountsAndRanks) {
+  std::string text;
+  for (int rank : {3, 0, 1, 2, 7}) text += "[rank" + std::to_string(rank) + "]:" + kOmp + "\n";
+  text += "[default4]:" + kOmp + "\n";
+  Result r = scan(text);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].count, 6u);
+  EXPECT_EQ(r.findings[0].last_line, 6u);
+  EXPECT_EQ(r.findings[0].ranks, (std::vector<u32>{0, 1, 2, 3, 4, 7}));
+}
+
+TEST(LogScanner, ContextLinesAroundTheFirstOccurrence) {
+  Result r = scan("one\ntwo\nthree\n" + kOmp + "\nfive\nsix\nseven\n", 0, 2);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const auto& ev = r.findings[0].evidence;
+  ASSERT_EQ(ev.size(), 5u);
+  EXPECT_EQ(ev[0].text, "two");
+  EXPECT_TRUE(ev[0].context);
+  EXPECT_EQ(ev[2].line, 4u);
+  EXPECT_FALSE(ev[2].context);
+  EXPECT_EQ(ev[4].text, "six");
+  // The same across feeds of one byte (context spanning segments).
+  Result split = scan("one\ntwo\nthree\n" + kOmp + "\nfive\nsix\nseven\n", 1, 2);
+  ASSERT_EQ(split.findings.size(), 1u);
+  ASSERT_EQ(split.findings[0].evidence.size(), 5u);
+  EXPECT_EQ(split.findings[0].evidence[0].text, "two");
+  EXPECT_EQ(split.findings[0].evidence[4].text, "six");
+}
+
+TEST(LogScanner, FollowUpLineWithinItsWindowOnly) {
+  Result near = scan("NCCL error in: a.cpp:5, unhandled system error\nx\nLast error:\nsocket timeout\n");
+  ASSERT_EQ(near.findings.size(), 1u);
+  ASSERT_EQ(near.findings[0].evidence.size(), 2u);
+  EXPECT_EQ(near.findings[0].evidence[1].text, "Last error:");
+  EXPECT_EQ(near.findings[0].evidence[1].line, 3u);
+  Result far = scan("NCCL error in: a.cpp:5, unhandled system error\n1\n2\n3\n4\nLast error:\n");
+  ASSERT_EQ(far.findings.size(), 1u);
+  EXPECT_EQ(far.findings[0].evidence.size(), 1u);
+}
+
+TEST(LogScanner, SpecificRuleReplacesGenericOnTheSameLine) {
+  Result r = scan("libcudart.so.11.0: cannot open shared object file\nlibfoo.so.2: cannot open shared object file\n");
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].rule, "TST013");
+  EXPECT_EQ(r.findings[1].rule, "TST012");
+  EXPECT_EQ(r.findings[1].message, "libfoo.so.2 not found");
+}
+
+TEST(LogScanner, EndOfLogRuleOnlyWhenTheLogEndsThere) {
+  std::string head = "start\nUsing /root/.cache/torch_extensions/py311_cpu as PyTorch extensions root...\n";
+  Result stalled = scan(head + "Building extension module fused_adam...\n\n  \n");
+  ASSERT_EQ(stalled.findings.size(), 1u);
+  EXPECT_EQ(stalled.findings[0].rule, "TST014");
+  EXPECT_EQ(stalled.findings[0].message, "stalled waiting in /root/.cache/torch_extensions/py311_cpu");
+  ASSERT_EQ(stalled.findings[0].evidence.size(), 2u);
+  EXPECT_EQ(stalled.findings[0].evidence[1].line, 3u);
+  Result unterminated = scan(head.substr(0, head.size() - 1));  // no final newline
+  EXPECT_EQ(unterminated.findings.size(), 1u);
+  Result went_on = scan(head + "Loading extension module fused_adam...\nepoch 1\n");
+  EXPECT_TRUE(went_on.findings.empty());
+  // The same chain fed in pieces (tail kept across blocks), after a long log.
+  std::string noise;
+  for (int i = 0; i < 20000; i++) noise += "epoch " + std::to_string(i) + " loss 0.5\n";
+  for (size_t piece : {7, 4096, 300000}) {
+    Result split = scan(noise + head + "Building extension module fused_adam...\n", piece);
+    ASSERT_EQ(split.findings.size(), 1u) << piece;
+    ASSERT_EQ(split.findings[0].evidence.size(), 2u) << piece;
+    EXPECT_EQ(split.findings[0].evidence[0].line, 20002u) << piece;
+  }
+}
+
+TEST(LogScanner, HugeLineStillMatchesAndIsTruncatedInEvidence) {
+  std::string text(30u << 20, 'x');
+  text += " " + kOmp + "\nafter\n";
+  Result r = scan(text, 4 << 20);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].evidence[0].line, 1u);
+  EXPECT_LE(r.findings[0].evidence[0].text.size(), 420u);
+  EXPECT_NE(r.findings[0].evidence[0].text.find("already initialized"), std::string::npos);
+  EXPECT_EQ(r.lines, 2u);
+}
+
+TEST(LogScanner, RankPrefixes) {
+  EXPECT_EQ(logs::line_rank("[rank12]: x"), 12u);
+  EXPECT_EQ(logs::line_rank("[default3]:x"), 3u);
+  EXPECT_EQ(logs::line_rank("rank7: x"), 7u);
+  EXPECT_EQ(logs::line_rank("  5: text"), 5u);
+  EXPECT_EQ(logs::line_rank("[rank]: x"), std::nullopt);
+  EXPECT_EQ(logs::line_rank("2024: year"), 2024u);  // srun label shape; a date would need "YYYY-"
+  EXPECT_EQ(logs::line_rank("12:30:01 x"), std::nullopt);
+}
+
+TEST(LogInput, GzipIsReadByMagicAndCorruptionIsAnError) {
+  std::string path = testing::TempDir() + "/mld-logs-test.gz";
+  gzFile gz = gzopen(path.c_str(), "wb");
+  ASSERT_TRUE(gz);
+  std::string text = "noise\n" + kOmp + "\n";
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  static auto m = test_matcher();
+  {
+    logs::Scanner s(m, {0, path});
+    logs::scan_input(path, s, {});
+    s.finish();
+    ASSERT_EQ(s.findings().size(), 1u);
+    EXPECT_EQ(s.findings()[0]->first_line, 2u);
+  }
+  // Truncate the compressed file: an error, with what was read kept.
+  ASSERT_EQ(truncate(path.c_str(), 20), 0);
+  logs::Scanner s(m, {0, path});
+  EXPECT_THROW(logs::scan_input(path, s, {}), IoError);
+  unlink(path.c_str());
+}
+
+TEST(LogInput, DirectoryAndMissingFileAreClearErrors) {
+  static auto m = test_matcher();
+  logs::Scanner s(m, {});
+  try {
+    logs::scan_input("/", s, {});
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos);
+  }
+  try {
+    logs::scan_input("/nonexistent/log", s, {});
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mld

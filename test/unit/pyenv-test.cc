@@ -1,0 +1,584 @@
+// pyenv-test.cc — the Python environment model. Fixture trees built here in
+// a temp dir stand for a venv, a conda prefix, Debian's dist-packages and
+// broken installs (read with --root semantics, so nothing is executed); fake
+// interpreters test the probe's failure messages; and on this machine the
+// real /usr/bin/python3 is the oracle for sys.path, the distribution list
+// (importlib.metadata) and the dlopen order of the usual imports (LD_DEBUG).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "elf-builder.h"
+#include "pyenv/pyenv.h"
+#include "run-command.h"
+
+using namespace mld;
+using namespace mld::pyenv;
+
+namespace {
+
+class Tree {
+ public:
+  Tree() {
+    char tmpl[] = "/tmp/mld-pyenv-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~Tree() { std::system(("chmod -R u+rwx " + root_ + " 2>/dev/null; rm -rf " + root_).c_str()); }
+  const std::string& root() const { return root_; }
+  std::string at(const std::string& p) const { return root_ + p; }
+
+  void dir(const std::string& p) const {
+    std::system(("mkdir -p '" + at(p) + "'").c_str());
+  }
+  void file(const std::string& p, const std::string& text = "") const {
+    dir(host::dir_name(p));
+    std::ofstream(at(p), std::ios::binary) << text;
+  }
+  void elf(const std::string& p, test::ElfSpec spec = {}) const {
+    std::vector<u8> bytes = test::build_elf(spec);
+    file(p, std::string(bytes.begin(), bytes.end()));
+  }
+  // An extension module: exports PyInit_<name>.
+  void extension(const std::string& p, const std::string& module_name) const {
+    test::ElfSpec s;
+    s.dynsym.push_back({.name = "PyInit_" + module_name, .value = 0x1000, .size = 8});
+    elf(p, s);
+  }
+  void link(const std::string& target, const std::string& p) const {
+    dir(host::dir_name(p));
+    symlink(target.c_str(), at(p).c_str());
+  }
+
+ private:
+  std::string root_;
+};
+
+test::ElfSpec executable() {
+  test::ElfSpec s;
+  s.type = elf::ET_EXEC;
+  return s;
+}
+
+std::vector<std::string> paths_of(const std::vector<NativeFile>& files) {
+  std::vector<std::string> out;
+  for (const NativeFile& f : files) out.push_back(f.path);
+  return out;
+}
+
+bool has_problem(const Environment& env, const std::string& path, const std::string& what) {
+  for (const ScanProblem& p : env.problems)
+    if (p.path == path && p.what.find(what) != std::string::npos) return true;
+  return false;
+}
+
+std::string problems_text(const Environment& env) {
+  std::string s;
+  for (const ScanProblem& p : env.problems) s += p.path + ": " + p.what + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(DistributionNames, Pep503) {
+  EXPECT_EQ(normalize_distribution_name("Scikit_Learn"), "scikit-learn");
+  EXPECT_EQ(normalize_distribution_name("opencv_python.headless"), "opencv-python-headless");
+  EXPECT_EQ(normalize_distribution_name("a--b__c"), "a-b-c");
+}
+
+// ─── choosing the interpreter ───────────────────────────────────────────────
+
+TEST(ChooseInterpreter, OrderFlagVenvCondaPath) {
+  Tree t;
+  t.elf("/venv/bin/python", executable());
+  t.elf("/conda/bin/python", executable());
+  t.elf("/usr/bin/python3", executable());
+  t.elf("/opt/py/bin/python3", executable());
+  host::Host h(t.root(), {{"VIRTUAL_ENV", "/venv"}, {"CONDA_PREFIX", "/conda"},
+                          {"PATH", "/opt/py/bin:/usr/bin"}});
+  InterpreterChoice c = choose_interpreter(h, std::string("/usr/bin/python3"));
+  EXPECT_EQ(c.source, InterpreterSource::Flag);
+  EXPECT_EQ(c.path, "/usr/bin/python3");
+  EXPECT_EQ(c.python3_on_path, "/opt/py/bin/python3");
+
+  c = choose_interpreter(h, std::nullopt);
+  EXPECT_EQ(c.source, InterpreterSource::VirtualEnv);
+  EXPECT_EQ(c.path, "/venv/bin/python");
+  h.unsetenv("VIRTUAL_ENV");
+  c = choose_interpreter(h, std::nullopt);
+  EXPECT_EQ(c.source, InterpreterSource::CondaPrefix);
+  EXPECT_EQ(c.path, "/conda/bin/python");
+  h.setenv("CONDA_PREFIX", "/nonexistent");  // set but empty of Python: skipped
+  c = choose_interpreter(h, std::nullopt);
+  EXPECT_EQ(c.source, InterpreterSource::PathSearch);
+  EXPECT_EQ(c.path, "/opt/py/bin/python3");
+  EXPECT_EQ(c.reason, "python3 on PATH");
+}
+
+TEST(ChooseInterpreter, MissingFlagIsAnError) {
+  Tree t;
+  host::Host h(t.root(), {});
+  try {
+    choose_interpreter(h, std::string("/no/python"));
+    FAIL() << "expected PyenvError";
+  } catch (const PyenvError& e) {
+    EXPECT_NE(std::string(e.what()).find("--python /no/python"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(choose_interpreter(h, std::nullopt), PyenvError);  // nothing anywhere
+}
+
+// ─── layout inference over fixture trees ────────────────────────────────────
+
+TEST(LayoutVenv, SysPathSuffixAndAuditwheelLibs) {
+  Tree t;
+  t.elf("/usr/local/bin/python3.12", executable());
+  t.file("/usr/local/lib/python3.12/os.py");
+  t.elf("/usr/local/lib/python3.12/lib-dynload/_ssl.cpython-312-x86_64-linux-gnu.so");
+  t.file("/usr/local/lib/python3.12/site-packages/requests/__init__.py");  // system site: excluded
+  t.link("/usr/local/bin/python3.12", "/opt/venv/bin/python");
+  t.file("/opt/venv/pyvenv.cfg",
+         "home = /usr/local/bin\ninclude-system-site-packages = false\nversion = 3.12.1\n");
+  std::string sp = "/opt/venv/lib/python3.12/site-packages";
+  t.file(sp + "/numpy-1.26.4.dist-info/METADATA", "Metadata-Version: 2.1\nName: numpy\nVersion: 1.26.4\n\nlong text\nName: bogus\n");
+  t.file(sp + "/numpy-1.26.4.dist-info/INSTALLER", "pip\n");
+  t.file(sp + "/numpy-1.26.4.dist-info/RECORD",
+         "numpy/__init__.py,sha256=x,1\nnumpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so,,\n");
+  t.file(sp + "/numpy/__init__.py");
+  t.extension(sp + "/numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so", "_multiarray_umath");
+  t.elf(sp + "/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so");
+  t.elf(sp + "/numpy.libs/libgfortran-040039e1.so.5.0.0");
+  t.file(sp + "/numpy/core/include/numpy/ndarrayobject.h");
+  t.file(sp + "/numpy/core/tests/data/x.so", "not walked");
+
+  host::Host h(t.root(), {{"VIRTUAL_ENV", "/opt/venv"}, {"HOME", "/root"}});
+  Environment env = scan_environment(h, {});
+  EXPECT_EQ(env.interpreter.source, InterpreterSource::VirtualEnv);
+  EXPECT_EQ(env.python.origin, FactsOrigin::Layout);
+  EXPECT_EQ(env.python.version, "3.12");
+  EXPECT_EQ(env.python.prefix, "/opt/venv");
+  EXPECT_EQ(env.python.base_prefix, "/usr/local");
+  EXPECT_TRUE(env.python.in_venv());
+  EXPECT_EQ(env.python.ext_suffix, ".cpython-312-x86_64-linux-gnu.so");
+  EXPECT_EQ(env.python.machine, "x86_64");
+  EXPECT_EQ(env.python.sys_path,
+            (std::vector<std::string>{"", "/usr/local/lib/python312.zip", "/usr/local/lib/python3.12",
+                                      "/usr/local/lib/python3.12/lib-dynload", sp}));
+  ASSERT_EQ(env.distributions.size(), 1u);
+  EXPECT_EQ(env.distributions[0].name, "numpy");
+  EXPECT_EQ(env.distributions[0].version, "1.26.4");
+  EXPECT_EQ(env.distributions[0].installer, "pip");
+  EXPECT_EQ(env.distributions[0].top_level, std::vector<std::string>{"numpy"});  // from RECORD
+
+  const ImportedPackage* np = env.find_package("numpy");
+  ASSERT_NE(np, nullptr);
+  EXPECT_EQ(np->distribution, "numpy");
+  EXPECT_EQ(np->version, "1.26.4");
+  ASSERT_EQ(np->extension_modules.size(), 1u);
+  EXPECT_EQ(np->extension_modules[0].module, "numpy.core._multiarray_umath");
+  EXPECT_EQ(paths_of(np->libraries),
+            (std::vector<std::string>{sp + "/numpy.libs/libgfortran-040039e1.so.5.0.0",
+                                      sp + "/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so"}));
+  for (const NativeFile& f : np->libraries) EXPECT_EQ(f.import_name, "numpy");
+  EXPECT_TRUE(env.problems.empty()) << problems_text(env);
+}
+
+TEST(LayoutConda, TorchWheelNvidiaAndRecordLibraries) {
+  Tree t;
+  t.elf("/opt/conda/bin/python3.10", executable());
+  t.link("python3.10", "/opt/conda/bin/python");
+  t.file("/opt/conda/lib/python3.10/os.py");
+  std::string sp = "/opt/conda/lib/python3.10/site-packages";
+  t.file(sp + "/torch-2.1.0.dist-info/METADATA", "Name: torch\nVersion: 2.1.0+cu121\n");
+  t.file(sp + "/torch-2.1.0.dist-info/top_level.txt", "functorch\ntorch\ntorchgen\n");
+  t.file(sp + "/torch/__init__.py");
+  t.extension(sp + "/torch/_C.cpython-310-x86_64-linux-gnu.so", "_C");
+  t.elf(sp + "/torch/lib/libtorch_cpu.so");
+  t.elf(sp + "/torch/lib/libgomp-a34b3233.so.1");
+  t.elf(sp + "/torch/lib/libtorch_global_deps.so");
+  t.file(sp + "/torch/include/ATen/ATen.h");
+  t.file(sp + "/nvidia/__init__.py");
+  t.elf(sp + "/nvidia/cublas/lib/libcublas.so.12");
+  t.file(sp + "/nvidia/cublas/include/cublas.h");
+  t.file(sp + "/nvidia_cublas_cu12-12.1.3.1.dist-info/METADATA",
+         "Name: nvidia-cublas-cu12\nVersion: 12.1.3.1\n");
+  t.file(sp + "/intel_openmp-2024.0.2.dist-info/METADATA", "Name: intel-openmp\nVersion: 2024.0.2\n");
+  t.file(sp + "/intel_openmp-2024.0.2.dist-info/RECORD",
+         "../../libiomp5.so,sha256=abc,123\nintel_openmp-2024.0.2.dist-info/METADATA,,\n");
+  t.elf("/opt/conda/lib/libiomp5.so");
+  t.file(sp + "/extra.pth", "# comment\n/opt/extra\nimport sys; print('hi')\n../../missing-dir\n");
+  t.dir("/opt/extra");
+
+  host::Host h(t.root(), {{"CONDA_PREFIX", "/opt/conda"}, {"PYTHONPATH", "/work/src"}});
+  Environment env = scan_environment(h, {});
+  EXPECT_EQ(env.interpreter.source, InterpreterSource::CondaPrefix);
+  EXPECT_EQ(env.python.version, "3.10");  // from the bin/python -> python3.10 link
+  EXPECT_FALSE(env.python.in_venv());
+  EXPECT_EQ(env.python.ext_suffix, ".cpython-310-x86_64-linux-gnu.so");
+  EXPECT_EQ(env.python.sys_path,
+            (std::vector<std::string>{"", "/work/src", "/opt/conda/lib/python310.zip",
+                                      "/opt/conda/lib/python3.10",
+                                      "/opt/conda/lib/python3.10/lib-dynload", sp, "/opt/extra"}));
+  ASSERT_EQ(env.python.unexecuted_pth_imports.size(), 1u);
+  EXPECT_TRUE(has_problem(env, sp + "/extra.pth", "import sys"));
+
+  const ImportedPackage* torch = env.find_package("torch");
+  ASSERT_NE(torch, nullptr);
+  EXPECT_EQ(torch->version, "2.1.0+cu121");
+  ASSERT_EQ(torch->extension_modules.size(), 1u);
+  EXPECT_EQ(torch->extension_modules[0].module, "torch._C");
+  EXPECT_EQ(paths_of(torch->libraries),
+            (std::vector<std::string>{sp + "/torch/lib/libgomp-a34b3233.so.1",
+                                      sp + "/torch/lib/libtorch_cpu.so",
+                                      sp + "/torch/lib/libtorch_global_deps.so"}));
+
+  const ImportedPackage* nv = env.find_package("nvidia");
+  ASSERT_NE(nv, nullptr);
+  ASSERT_EQ(nv->libraries.size(), 1u);
+  EXPECT_EQ(nv->libraries[0].import_name, "nvidia.cublas");
+  EXPECT_EQ(nv->libraries[0].distribution, "nvidia-cublas-cu12");
+
+  ASSERT_EQ(env.other_libraries.size(), 1u);
+  EXPECT_EQ(env.other_libraries[0].path, "/opt/conda/lib/libiomp5.so");
+  EXPECT_EQ(env.other_libraries[0].distribution, "intel-openmp");
+
+  std::vector<ImportStep> steps = usual_import_set(env, h, {"torch"});
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].path, sp + "/torch/lib/libtorch_global_deps.so");
+  EXPECT_EQ(steps[0].kind, NativeKind::Library);
+  EXPECT_EQ(steps[1].module, "torch._C");
+}
+
+TEST(LayoutDebian, DistPackagesEggInfoDuplicatesAndShadowing) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.link("python3.11", "/usr/bin/python3");
+  t.file("/usr/lib/python3.11/os.py");
+  std::string local = "/usr/local/lib/python3.11/dist-packages";
+  std::string deb = "/usr/lib/python3/dist-packages";
+  t.file(deb + "/numpy-1.24.2.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\n");
+  t.file(deb + "/numpy-1.24.2.egg-info/top_level.txt", "numpy\n");
+  t.file(deb + "/numpy/__init__.py");
+  t.extension(deb + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "_multiarray_umath");
+  t.file(deb + "/sympy-1.11.1.egg-info", "Metadata-Version: 2.1\nName: sympy\nVersion: 1.11.1\n");
+  t.extension(deb + "/cv2.cpython-311-x86_64-linux-gnu.so", "cv2");
+  // Both metadata forms of one distribution in one directory.
+  t.file(deb + "/cryptography-38.0.4.dist-info/METADATA", "Name: cryptography\nVersion: 38.0.4\n");
+  t.file(deb + "/cryptography.egg-info/PKG-INFO", "Name: cryptography\nVersion: 38.0.4\n");
+  t.file(local + "/numpy-1.26.0.dist-info/METADATA", "Name: numpy\nVersion: 1.26.0\n");
+  t.file(local + "/numpy/__init__.py");
+  t.extension(local + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "_multiarray_umath");
+
+  host::Host h(t.root(), {{"PATH", "/usr/local/bin:/usr/bin"}});
+  Environment env = scan_environment(h, {});
+  EXPECT_EQ(env.interpreter.source, InterpreterSource::PathSearch);
+  EXPECT_EQ(env.python.sys_path,
+            (std::vector<std::string>{"", "/usr/lib/python311.zip", "/usr/lib/python3.11",
+                                      "/usr/lib/python3.11/lib-dynload", local, deb}));
+  const Distribution* numpy = env.find_distribution("NumPy");
+  ASSERT_NE(numpy, nullptr);
+  EXPECT_EQ(numpy->version, "1.26.0");
+  EXPECT_EQ(numpy->site_dir, local);
+  size_t shadowed = 0;
+  for (const Distribution& d : env.distributions)
+    if (d.shadowed_by) {
+      shadowed++;
+      EXPECT_EQ(env.distributions[*d.shadowed_by].normalized_name, d.normalized_name);
+      if (d.name == "numpy") {
+        EXPECT_EQ(d.version, "1.24.2");
+      }
+      if (d.name == "cryptography") {
+        EXPECT_EQ(d.format, MetadataFormat::EggInfoDir);
+      }
+    }
+  EXPECT_EQ(shadowed, 2u);
+  const Distribution* sympy = env.find_distribution("sympy");
+  ASSERT_NE(sympy, nullptr);
+  EXPECT_EQ(sympy->format, MetadataFormat::EggInfoFile);
+  EXPECT_EQ(sympy->version, "1.11.1");
+
+  const ImportedPackage* np = env.find_package("numpy");
+  ASSERT_NE(np, nullptr);
+  EXPECT_EQ(np->path, local + "/numpy");
+  EXPECT_EQ(np->version, "1.26.0");
+  EXPECT_EQ(np->shadowed_paths, std::vector<std::string>{deb + "/numpy"});
+  ASSERT_EQ(np->extension_modules.size(), 1u);
+  EXPECT_EQ(np->extension_modules[0].path,
+            local + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so");
+
+  const ImportedPackage* cv2 = env.find_package("cv2");
+  ASSERT_NE(cv2, nullptr);
+  EXPECT_EQ(cv2->kind, ImportKind::Module);
+  EXPECT_FALSE(cv2->distribution);
+  ASSERT_EQ(cv2->extension_modules.size(), 1u);
+  EXPECT_EQ(cv2->extension_modules[0].module, "cv2");
+
+  // Debian's cv2 is dlopen'ed before the numpy its PyInit imports.
+  std::vector<ImportStep> steps = usual_import_set(env, h, {"cv2", "numpy"});
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].module, "cv2");
+  EXPECT_EQ(steps[1].module, "numpy.core._multiarray_umath");
+  EXPECT_EQ(steps[1].import_name, "cv2");
+  EXPECT_EQ(steps[1].triggered_by, "numpy");
+}
+
+TEST(LayoutBroken, EachProblemNamedRestStillFound) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  std::string sp = "/usr/lib/python3.11/site-packages";
+  t.file(sp + "/nometa-1.0.dist-info/RECORD", "");
+  t.file(sp + "/noname-2.0.dist-info/METADATA", "Version: 2.0\n");
+  t.file(sp + "/good-3.0.dist-info/METADATA", "Name: good\nVersion: 3.0\n");
+  t.file(sp + "/numba/__init__.py");
+  std::string ufunc = sp + "/numba/np/ufunc";
+  t.extension(ufunc + "/omppool.cpython-311-x86_64-linux-gnu.so", "omppool");
+  t.extension(ufunc + "/workqueue.cpython-311-x86_64-linux-gnu.so", "workqueue");
+  t.file(ufunc + "/fake.cpython-311-x86_64-linux-gnu.so", "just text");
+  test::ElfSpec reloc;
+  reloc.type = 1;  // ET_REL
+  t.elf(ufunc + "/object.so", reloc);
+  test::ElfSpec arm;
+  arm.machine = elf::EM_AARCH64;
+  t.extension(ufunc + "/_internal.cpython-311-x86_64-linux-gnu.so", "_internal");
+  t.elf(ufunc + "/armlib.so.1", arm);
+  t.extension(ufunc + "/old.cpython-310-x86_64-linux-gnu.so", "old");
+  t.extension(ufunc + "/plain.so", "plain");  // PyInit_plain: an extension
+  t.elf(sp + "/numba/helper.so");               // no PyInit_helper: a library
+  t.link("loop-b.so", ufunc + "/loop-a.so");
+  t.link("loop-a.so", ufunc + "/loop-b.so");
+  t.link("gone.so.1", ufunc + "/dangling.so");
+  t.link("..", ufunc + "/cycle");  // a directory symlink back up
+
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  Environment env = scan_environment(h, opts);
+  EXPECT_EQ(env.python.version, "3.11");
+
+  EXPECT_TRUE(has_problem(env, sp + "/nometa-1.0.dist-info", "METADATA: missing")) << problems_text(env);
+  EXPECT_TRUE(has_problem(env, sp + "/noname-2.0.dist-info", "no Name"));
+  ASSERT_NE(env.find_distribution("nometa"), nullptr);  // from the directory name
+  EXPECT_EQ(env.find_distribution("nometa")->version, "1.0");
+  ASSERT_NE(env.find_distribution("noname"), nullptr);
+  ASSERT_NE(env.find_distribution("good"), nullptr);
+  EXPECT_FALSE(env.find_distribution("good")->error);
+
+  EXPECT_TRUE(has_problem(env, ufunc + "/fake.cpython-311-x86_64-linux-gnu.so", "not an ELF file"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/object.so", "not a shared object"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/armlib.so.1", "built for AArch64"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/old.cpython-310-x86_64-linux-gnu.so", "another Python"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/loop-a.so", "Too many levels of symbolic links"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/dangling.so", "dangling symlink to gone.so.1"));
+  EXPECT_TRUE(has_problem(env, ufunc + "/cycle", "directory cycle"));
+
+  const ImportedPackage* numba = env.find_package("numba");
+  ASSERT_NE(numba, nullptr);
+  std::vector<std::string> modules;
+  for (const NativeFile& f : numba->extension_modules)
+    if (f.loadable_by_interpreter) modules.push_back(f.module);
+  EXPECT_EQ(modules, (std::vector<std::string>{"numba.np.ufunc._internal", "numba.np.ufunc.omppool",
+                                                "numba.np.ufunc.plain", "numba.np.ufunc.workqueue"}));
+  std::vector<std::string> libs;
+  for (const NativeFile& f : numba->libraries) libs.push_back(f.path.substr(sp.size()));
+  EXPECT_EQ(libs, (std::vector<std::string>{"/numba/helper.so", "/numba/np/ufunc/armlib.so.1"}));
+
+  // The threading layer: at first parallel use, in NUMBA_THREADING_LAYER order.
+  std::vector<ImportStep> steps = usual_import_set(env, h, {"numba"});
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0].module, "numba.np.ufunc._internal");
+  EXPECT_EQ(steps[1].module, "numba.np.ufunc.omppool");
+  EXPECT_EQ(steps[1].when, LoadTime::FirstParallelUse);
+  EXPECT_EQ(steps[2].module, "numba.np.ufunc.workqueue");
+  h.setenv("NUMBA_THREADING_LAYER", "workqueue");
+  steps = usual_import_set(env, h, {"numba"});
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[1].module, "numba.np.ufunc.workqueue");
+}
+
+TEST(LayoutBroken, UnreadableDirectoryIsAProblem) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads every directory";
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  std::string sp = "/usr/lib/python3.11/site-packages";
+  t.file(sp + "/torch/__init__.py");
+  t.elf(sp + "/torch/lib/libc10.so");
+  t.elf(sp + "/torch/secret/x.so");
+  chmod(t.at(sp + "/torch/secret").c_str(), 0);
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  Environment env = scan_environment(h, opts);
+  EXPECT_TRUE(has_problem(env, sp + "/torch/secret", "cannot list")) << problems_text(env);
+  ASSERT_NE(env.find_package("torch"), nullptr);
+  EXPECT_EQ(env.find_package("torch")->libraries.size(), 1u);
+}
+
+TEST(LayoutNamespace, RegularPackageLaterWinsOverNamespacePortion) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  t.dir("/usr/lib/python3.11/site-packages/triton");  // no __init__: a portion only
+  t.file("/opt/b/triton/__init__.py");
+  t.extension("/opt/b/triton/_C/libtriton.so", "libtriton");
+  host::Host h(t.root(), {{"PYTHONPATH", "/opt/none:/opt/b"}});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  // PYTHONPATH comes before site-packages; put the portion first instead.
+  Environment env = scan_with_facts(h, choose_interpreter(h, opts.python), [&] {
+    PythonFacts f = infer_from_layout(h, "/usr/bin/python3.11");
+    f.sys_path = {"/usr/lib/python3.11/site-packages", "/opt/b"};
+    return f;
+  }());
+  const ImportedPackage* triton = env.find_package("triton");
+  ASSERT_NE(triton, nullptr);
+  EXPECT_EQ(triton->kind, ImportKind::Package);
+  EXPECT_EQ(triton->path, "/opt/b/triton");
+  ASSERT_EQ(triton->extension_modules.size(), 1u);
+  EXPECT_EQ(triton->extension_modules[0].module, "triton._C.libtriton");
+}
+
+// ─── probing: failures of the interpreter itself ────────────────────────────
+
+namespace {
+std::string probe_error(const std::string& script, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  Tree t;
+  std::string path = t.at("/python");
+  std::ofstream(path) << "#!/bin/sh\n" << script << "\n";
+  chmod(path.c_str(), 0755);
+  try {
+    probe_interpreter(host::Host::live(), path, ProbeOptions{timeout});
+  } catch (const PyenvError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(Probe, CrashHangExitAndGarbageAreClearErrors) {
+  EXPECT_NE(probe_error("kill -SEGV $$").find("killed by signal 11"), std::string::npos);
+  EXPECT_NE(probe_error("echo 'ImportError: bad .pth' >&2; exit 3").find("exited with status 3 at startup: ImportError: bad .pth"),
+            std::string::npos);
+  EXPECT_NE(probe_error("echo hello").find("printed no answer: hello"), std::string::npos);
+  EXPECT_NE(probe_error("echo '{\"mldoctor_probe\": 1}'").find("lacks a field"), std::string::npos);
+  std::string hang = probe_error("exec sleep 30", std::chrono::milliseconds(300));
+  EXPECT_NE(hang.find("no answer within 300 ms; killed"), std::string::npos) << hang;
+  EXPECT_NE(probe_error("").find("printed no answer"), std::string::npos);
+  try {
+    probe_interpreter(host::Host::live(), "/nonexistent/python3");
+    FAIL();
+  } catch (const PyenvError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/python3: cannot run"), std::string::npos);
+  }
+  EXPECT_THROW(probe_interpreter(host::Host("/tmp", {}), "/usr/bin/python3"), PyenvError);
+}
+
+// ─── the real interpreter as oracle ─────────────────────────────────────────
+
+namespace {
+constexpr const char* kSystemPython = "/usr/bin/python3";
+
+// Runs the real interpreter from an empty directory (so "" on sys.path, the
+// current directory, holds no distributions) and parses its JSON.
+nlohmann::json ask_python(const std::string& code) {
+  Tree cwd;
+  test::CommandResult r =
+      test::run_command("cd " + cwd.root() + " && " + kSystemPython + " -c '" + code + "'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return nlohmann::json::parse(r.out.substr(r.out.rfind("\n[") == std::string::npos ? 0 : r.out.rfind("\n[") + 1));
+}
+}  // namespace
+
+TEST(RealPython, FactsDistributionsAndTorchMatchTheInterpreter) {
+  if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
+  host::Host h = host::Host::live();
+  ScanOptions opts;
+  opts.python = kSystemPython;
+  Environment env = scan_environment(h, opts);
+  EXPECT_EQ(env.python.origin, FactsOrigin::Interpreter);
+
+  nlohmann::json oracle = ask_python(
+      "import sys, json, sysconfig, importlib.metadata as m; "
+      "print(json.dumps([sys.path, list(sys.version_info[:3]), sysconfig.get_config_var(\"EXT_SUFFIX\"), "
+      "[[d.metadata[\"Name\"], d.version, str(d.locate_file(\"\"))] for d in m.distributions()]]))");
+  EXPECT_EQ(env.python.sys_path, oracle[0].get<std::vector<std::string>>());
+  EXPECT_EQ(env.python.major, oracle[1][0].get<int>());
+  EXPECT_EQ(env.python.minor, oracle[1][1].get<int>());
+  EXPECT_EQ(env.python.micro, oracle[1][2].get<int>());
+  EXPECT_EQ(env.python.ext_suffix, oracle[2].get<std::string>());
+
+  std::multiset<std::string> expected, actual;
+  for (const nlohmann::json& d : oracle[3]) {
+    if (d[0].is_null()) continue;  // unreadable metadata: importlib says None
+    expected.insert(d[0].get<std::string>() + " " + d[1].get<std::string>() + " @ " +
+                    host::normalize_path(d[2].get<std::string>()));
+  }
+  for (const Distribution& d : env.distributions)
+    if (!d.error) actual.insert(d.name + " " + d.version + " @ " + d.site_dir);
+  EXPECT_EQ(actual, expected);
+  RecordProperty("distributions_compared", static_cast<int>(expected.size()));
+
+  // Layout inference of the same interpreter agrees with the interpreter.
+  PythonFacts layout = infer_from_layout(h, kSystemPython);
+  EXPECT_EQ(layout.sys_path, env.python.sys_path);
+  EXPECT_EQ(layout.ext_suffix, env.python.ext_suffix);
+
+  nlohmann::json torch = ask_python(
+      "import json, importlib.util as u; s = u.find_spec(\"torch\"); "
+      "print(json.dumps([s.origin if s else None]))");
+  if (torch[0].is_null()) return;
+  const ImportedPackage* pkg = env.find_package("torch");
+  ASSERT_NE(pkg, nullptr);
+  EXPECT_EQ(pkg->path + "/__init__.py", torch[0].get<std::string>());
+  bool has_c = false;
+  for (const NativeFile& f : pkg->extension_modules) has_c |= f.module == "torch._C";
+  EXPECT_TRUE(has_c);
+  bool has_libtorch = false;
+  for (const NativeFile& f : pkg->libraries)
+    has_libtorch |= f.path.substr(f.path.rfind('/') + 1).starts_with("libtorch");
+  EXPECT_TRUE(has_libtorch);
+}
+
+// The predicted dlopen order is a subsequence of what glibc reports for the
+// real imports (LD_DEBUG=files), and every predicted file is really loaded.
+TEST(RealPython, UsualImportSetFollowsRealDlopenOrder) {
+  if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
+  host::Host h = host::Host::live();
+  ScanOptions opts;
+  opts.python = kSystemPython;
+  Environment env = scan_environment(h, opts);
+  std::vector<std::string> imports;
+  for (const char* name : {"torch", "numpy", "cv2", "numba"})
+    if (env.find_package(name)) imports.push_back(name);
+  if (imports.empty()) GTEST_SKIP() << "none of torch, numpy, cv2, numba installed";
+  std::string stmt;
+  for (const std::string& i : imports) stmt += (stmt.empty() ? "" : ", ") + i;
+  Tree cwd;
+  test::CommandResult r = test::run_command("cd " + cwd.root() + " && LD_DEBUG=files " +
+                                            kSystemPython + " -c 'import " + stmt + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 2000 ? r.out.size() - 2000 : 0);
+  // "file=/path [0];  dynamically loaded by ..." marks each dlopen.
+  std::vector<std::string> real;
+  size_t pos = 0;
+  while ((pos = r.out.find("file=", pos)) != std::string::npos) {
+    size_t end = r.out.find_first_of(" \n", pos);
+    size_t eol = r.out.find('\n', pos);
+    std::string line = r.out.substr(pos, eol - pos);
+    if (line.find("dynamically loaded by") != std::string::npos)
+      real.push_back(r.out.substr(pos + 5, end - pos - 5));
+    pos = eol;
+  }
+  std::vector<ImportStep> steps = usual_import_set(env, h, imports);
+  ASSERT_FALSE(steps.empty());
+  size_t at = 0;
+  for (const ImportStep& s : steps) {
+    if (s.when != LoadTime::AtImport) continue;
+    auto it = std::find(real.begin() + static_cast<long>(at), real.end(), s.path);
+    ASSERT_NE(it, real.end()) << s.path << " not dlopen'ed (in this order) by: import " << stmt;
+    at = static_cast<size_t>(it - real.begin()) + 1;
+  }
+}
