@@ -15,10 +15,11 @@ build: deps
 	@cmake -S . -B $(BUILD) -G Ninja >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Until `mldoctor check` exists, the doctor looks at the Python interpreter.
-# Findings (exit 1) are the report, not a failure of make; a tool error (2) is.
+# The preflight of this machine and the Python environment on PATH (pass
+# ARGS="--python /path/to/python" for another). Findings (exit 1) are the
+# report, not a failure of make; a tool error (2) is.
 doctor: build
-	@$(BUILD)/mldoctor libs $$(readlink -f $(PYTHON)); rc=$$?; [ $$rc -le 1 ]
+	@$(BUILD)/mldoctor check $(ARGS); rc=$$?; [ $$rc -le 1 ]
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -240,19 +240,10 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
 
   json load_order_json;
   if (!opts.load_order.empty() && first_process && first_session) {
-    std::optional<loader::StaticTlsParams> params =
-        loader::StaticTlsParams::for_machine(first_session->config.e_machine, first_session->glibc);
-    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     std::vector<std::string> notes;
-    if (std::optional<std::string> t = host.getenv("GLIBC_TUNABLES")) notes = params->apply_tunables(*t);
-    if (std::optional<std::string> a = host.getenv("LD_AUDIT")) {
-      for (size_t i = 0; i < a->size();) {
-        size_t j = a->find_first_of(":", i);
-        if (j == std::string::npos) j = a->size();
-        if (j > i) params->naudit++;
-        i = j + 1;
-      }
-    }
+    std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(
+        host, first_session->config.e_machine, first_session->glibc, &notes);
+    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     loader::DlopenSequence seq =
         loader::simulate_dlopen_sequence(*first_session->loader, *first_process, opts.load_order, *params);
     loader::find_dlopen_hazards(seq, findings);

@@ -14,6 +14,23 @@ namespace mld::cli {
 
 void print_error(const std::string& what) { std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str()); }
 
+namespace {
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string::npos) j = list.size();
+    if (j > i) out.push_back(list.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 }  // namespace mld::cli
 
 int main(int argc, char** argv) {
@@ -64,6 +81,25 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   add_common(logs_cmd);
 
+  CheckOptions check;
+  std::string imports, python, shell = "bash";
+  u32 ranks_per_node = 0;
+  auto add_check_options = [&](CLI::App* sub) {
+    sub->add_option("--python", python, "the interpreter to examine (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)");
+    sub->add_option("--import", imports, "the import order to simulate, comma-separated (default: torch,numpy,cv2,sklearn,numba)");
+    sub->add_option("--ranks-per-node", ranks_per_node, "ranks the launcher starts on this node (default: from LOCAL_WORLD_SIZE, SLURM_*, OMPI_*)")
+        ->check(CLI::Range(1, 4096));
+    sub->add_option("--glibc", check.glibc, "model this glibc release instead of the detected one");
+    add_common(sub);
+  };
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "preflight of this host and the Python environment: CPUs, limits, variables, native libraries");
+  add_check_options(check_cmd);
+  CLI::App* fix_cmd = app.add_subcommand(
+      "fix", "the environment settings that resolve check's findings, for eval \"$(mldoctor fix)\"");
+  fix_cmd->add_option("--shell", shell, "shell syntax")->check(CLI::IsMember({"bash", "fish"}));
+  add_check_options(fix_cmd);
+
   CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   add_common(rules_cmd);
   std::string explain_id;
@@ -92,16 +128,13 @@ int main(int argc, char** argv) {
                   : tree     ? OutputFormat::Tree
                              : OutputFormat::Text;
   common.color = !no_color && !std::getenv("NO_COLOR") && isatty(STDOUT_FILENO);
-  if (!load_order.empty()) {
-    size_t i = 0;
-    while (i <= load_order.size()) {
-      size_t j = load_order.find(',', i);
-      if (j == std::string::npos) j = load_order.size();
-      if (j > i) libs.load_order.push_back(load_order.substr(i, j - i));
-      i = j + 1;
-    }
-  }
+  if (!python.empty()) check.python = python;
+  if (ranks_per_node) check.ranks_per_node = ranks_per_node;
+  check.imports = split_commas(imports);
+  libs.load_order = split_commas(load_order);
   try {
+    if (*check_cmd) return run_check(common, check);
+    if (*fix_cmd) return run_fix(common, check, shell);
     if (*libs_cmd) return run_libs(common, libs);
     if (*logs_cmd) return run_logs(common, logs);
     if (*rules_cmd) return run_rules(common);

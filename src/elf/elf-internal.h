@@ -4,11 +4,14 @@
 // Not installed, not included outside src/elf/.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/base.h"
+#include "elf/elf.h"
 
 namespace mld::elf::detail {
 
@@ -54,6 +57,32 @@ struct Reader {
   // field by field (no effect on in-memory sources or outside the bounds).
   void prefetch(u64 off, u64 n) const {
     if (!src->in_memory() && n > 0 && contains(off, n)) src->range(base + off, n);
+  }
+
+  // Calls fn(entry) for each of `count` entries of `entsize` bytes from
+  // offset 0, `entry` being a Reader over that entry's bytes. A source not
+  // in memory is read through one reused buffer of about 64 KiB, so a large
+  // table (a 10 MB .rela.dyn) is read once and not kept: on the machines
+  // measured, a fresh multi-megabyte buffer costs more in page faults than
+  // the read itself. Requires: the entries inside the structure.
+  template <class F>
+  void for_each_entry(u64 count, u64 entsize, const char* what, F&& fn) const {
+    std::optional<u64> total = checked_mul(count, entsize);
+    if (!total || !contains(0, *total)) throw ParseError(std::string(what) + " out of bounds", base);
+    if (count == 0 || entsize == 0) return;
+    if (src->in_memory()) {
+      for (u64 i = 0; i < count; i++) fn(sub(i * entsize, entsize, what));
+      return;
+    }
+    const u64 per = std::max<u64>(1, (u64{64} << 10) / entsize);
+    std::vector<u8> buf;
+    for (u64 i = 0; i < count; i += per) {
+      const u64 k = std::min(per, count - i);
+      buf.resize(k * entsize);
+      src->copy_out(base + i * entsize, k * entsize, buf.data(), what);
+      const ViewSource chunk(ByteView(buf.data(), buf.size(), base + i * entsize));
+      for (u64 j = 0; j < k; j++) fn(Reader{&chunk, j * entsize, entsize, is64, be});
+    }
   }
 
   u8 byte(u64 off) const { return view(off, 1, "integer").data()[0]; }
@@ -119,3 +148,16 @@ SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,
                                 u16 e_shnum, u16 e_shstrndx);
 
 }  // namespace mld::elf::detail
+
+namespace mld::elf {
+
+// Where the dynamic symbol table is: its entries, entry size, count, and
+// string table (ElfFile::dynsym_table).
+struct ElfFile::DynsymTable {
+  detail::Reader syms;
+  detail::StringTable strtab;
+  u64 entsize = 0;
+  u64 count = 0;
+};
+
+}  // namespace mld::elf

@@ -378,7 +378,7 @@ std::vector<VersionDef> ElfFile::version_defs() const {
 // The dynamic symbol table. Its length is not recorded in the dynamic
 // section; like `readelf -D` we take it from DT_HASH, else DT_GNU_HASH, else the
 // SHT_DYNSYM section header. Requires: count * DT_SYMENT bytes in the file.
-std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
+bool ElfFile::dynsym_table(DynsymTable* t) const {
   const detail::Reader fr{src_.get(), 0, src_->size(), is_64_, big_endian_};
   const u64 natural = is_64_ ? 24 : 16;
   detail::Reader syms{src_.get(), 0, 0, is_64_, big_endian_};
@@ -396,23 +396,22 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
   }
   if (!count) {
     // No hash table (or no dynamic section): the .dynsym section header.
-    detail::SectionTable t =
+    detail::SectionTable st =
         detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
-    for (u64 i = 0; i < t.count; i++) {
-      detail::SectionHeader sh = t.at(i);
+    for (u64 i = 0; i < st.count; i++) {
+      detail::SectionHeader sh = st.at(i);
       if (sh.sh_type != detail::SHT_DYNSYM) continue;
       if (!symtab_) {
-        syms = t.contents_reader(sh, ".dynsym section");
+        syms = st.contents_reader(sh, ".dynsym section");
         if (sh.sh_entsize) entsize = sh.sh_entsize;
-        const detail::Reader names = t.contents_reader(t.at(sh.sh_link), ".dynsym string table");
+        const detail::Reader names = st.contents_reader(st.at(sh.sh_link), ".dynsym string table");
         strtab = detail::StringTable{src_.get(), names.base_offset(), names.size()};
       }
       count = sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : natural);
       break;
     }
   }
-  std::vector<DynamicSymbol> out;
-  if (!count || *count == 0) return out;
+  if (!count || *count == 0) return false;
   if (entsize < natural) {
     fail(syms.base_offset(), "dynamic symbol entry size %llu is smaller than %llu", ull(entsize),
          ull(natural));
@@ -424,6 +423,19 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
          "from offset 0x%llx)",
          ull(*count), ull(syms.size()), ull(syms.base_offset()));
   }
+  *t = DynsymTable{syms, strtab, entsize, *count};
+  return true;
+}
+
+std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
+  std::vector<DynamicSymbol> out;
+  DynsymTable t;
+  if (!dynsym_table(&t)) return out;
+  const detail::Reader& syms = t.syms;
+  const detail::StringTable& strtab = t.strtab;
+  const u64 entsize = t.entsize;
+  const std::optional<u64> count = t.count;
+  const std::optional<u64> need = t.count * t.entsize;
 
   // Versions: .gnu.version holds one half per symbol; index 0 is local,
   // 1 global, others name a Verdef (vd_ndx) or Vernaux (vna_other).
@@ -462,6 +474,23 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
     }
     out.push_back(s);
   }
+  return out;
+}
+
+// Only st_info and st_shndx of each entry are looked at (the table is
+// streamed, not kept); names are read for the few TLS definitions.
+std::vector<std::string_view> ElfFile::tls_definitions() const {
+  std::vector<std::string_view> out;
+  DynsymTable t;
+  if (!dynsym_table(&t)) return out;
+  const u64 info_at = is_64_ ? 4 : 12, shndx_at = is_64_ ? 6 : 14;
+  u64 index = 0;
+  t.syms.sub(0, t.count * t.entsize).for_each_entry(t.count, t.entsize, "DT_SYMTAB", [&](const detail::Reader& e) {
+    const u8 info = e.byte(info_at);
+    if ((info & 0xf) == STT_TLS && (info >> 4) != STB_LOCAL && e.half(shndx_at) != 0)
+      out.push_back(read_symbol(t.syms, t.entsize, t.strtab, index).name);
+    index++;
+  });
   return out;
 }
 
@@ -532,14 +561,13 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
            ull(table.base_offset()), ull(g.size), ull(src_->size()));
     }
     const detail::Reader r = table.sub(0, g.size);
-    r.prefetch(0, g.size);
     const u64 n = g.size / g.entsize;
-    for (u64 i = 0; i < n; i++) {
-      const u64 info = r.addr(i * g.entsize + (is_64_ ? 8 : 4));
+    r.for_each_entry(n, g.entsize, g.tag, [&](const detail::Reader& e) {
+      const u64 info = e.addr(is_64_ ? 8 : 4);
       const u32 type = is_64_ ? static_cast<u32>(info) : static_cast<u32>(info & 0xff);
       const u32 sym = is_64_ ? static_cast<u32>(info >> 32) : static_cast<u32>(info >> 8);
       std::optional<TlsRelocKind> kind = classify(e_machine_, is_64_, type);
-      if (!kind) continue;
+      if (!kind) return;
       TlsRelocation t;
       t.kind = *kind;
       t.type = type;
@@ -553,9 +581,10 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
         DynamicSymbol s = read_symbol(*syms, sym_entsize, dynstr, sym);
         t.symbol_name = s.name;
         t.symbol_defined_here = s.defined();
+        t.symbol_bind = s.bind;
       }
       out.push_back(t);
-    }
+    });
   }
   return out;
 }

@@ -113,6 +113,7 @@ struct TlsRelocation {
   u32 type = 0;          // the raw r_type
   u32 symbol_index = 0;  // 0: the object's own TLS block (local symbol)
   std::string_view symbol_name;  // empty when symbol_index is 0
+  u8 symbol_bind = 0;    // STB_* of the symbol (STB_LOCAL when symbol_index is 0)
   bool symbol_defined_here = false;  // the symbol is defined in this object
 };
 
@@ -174,6 +175,9 @@ class ElfFile {
   std::vector<DynamicSymbol> dynamic_symbols() const;
   // TLS-related dynamic relocations from DT_RELA/DT_REL and DT_JMPREL.
   std::vector<TlsRelocation> tls_relocations() const;
+  // Names of the defined, non-local STT_TLS dynamic symbols (what another
+  // object's TLS reference can bind to), without decoding every symbol.
+  std::vector<std::string_view> tls_definitions() const;
 
   // NT_GNU_BUILD_ID as lowercase hex, from PT_NOTE (or SHT_NOTE sections).
   std::optional<std::string> build_id() const;
@@ -217,6 +221,10 @@ class ElfFile {
       relsz_ = 0, relent_ = 0, jmprel_ = 0, pltrelsz_ = 0, pltrel_ = 0;
   // The DT_STRTAB bytes, DT_STRSZ long (offset and size in the file).
   u64 dynstr_off_ = 0, dynstr_size_ = 0;
+  // The dynamic symbol table's location (elf-internal.h); nullopt-like
+  // false when the object has none.
+  struct DynsymTable;
+  bool dynsym_table(DynsymTable* out) const;
   mutable std::optional<std::vector<VersionNeed>> version_needs_cache_;
   mutable std::optional<std::vector<VersionDef>> version_defs_cache_;
 };

@@ -43,6 +43,13 @@ struct CpuFeatures {
   // "xeon_phi" on capable Intel CPUs, else "x86_64" (x86-64 only).
   std::string platform = "x86_64";
   bool avx512_1 = false;  // glibc's legacy "avx512_1" hwcap (Intel only)
+  // The APIC ID bits that number the SMT threads of a core, as PyTorch's
+  // cpuinfo derives them from CPUID (leaf 1 HTT/logical count, AMD's
+  // CmpLegacy and leaf 0x80000008, leaf 0xB): processors whose APIC IDs
+  // differ only there are one core. Live x86 hosts only.
+  bool smt_bits_known = false;
+  u32 smt_bits_offset = 0;
+  u32 smt_bits_length = 0;
 };
 
 class Host {

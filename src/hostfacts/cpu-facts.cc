@@ -45,7 +45,10 @@ std::optional<std::vector<u32>> parse_cpu_list(std::string_view text) {
     std::optional<u64> last = dash == std::string_view::npos ? first : parse_u64(item.substr(dash + 1));
     // 1 << 20 CPUs is far beyond any kernel's NR_CPUS; it bounds the work.
     if (!first || !last || *first > *last || *last >= (u64{1} << 20)) return std::nullopt;
-    for (u64 c = *first; c <= *last; c += stride) cpus.push_back(static_cast<u32>(c));
+    for (u64 c = *first; c <= *last; c += stride) {
+      cpus.push_back(static_cast<u32>(c));
+      if (*last - c < stride) break;  // the next step passes `last` (or would wrap around)
+    }
   }
   std::sort(cpus.begin(), cpus.end());
   cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());

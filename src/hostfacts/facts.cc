@@ -19,6 +19,17 @@ namespace mld::hostfacts {
 
 namespace {
 
+std::string limit_text(u64 v) { return v == kUnlimited ? "unlimited" : std::to_string(v); }
+
+// Threads per rank that keep ranks x threads within the usable CPUs.
+std::optional<u32> threads_per_rank(const HostFacts& h) {
+  if (!h.cpu.usable) return std::nullopt;
+  u32 ranks = h.ranks_per_node.count.value_or(1);
+  return std::max<u32>(1, *h.cpu.usable / std::max<u32>(1, ranks));
+}
+
+}  // namespace
+
 std::string human_bytes(u64 b) {
   if (b == kUnlimited) return "unlimited";
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
@@ -35,17 +46,6 @@ std::string human_bytes(u64 b) {
     std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
   return buf;
 }
-
-std::string limit_text(u64 v) { return v == kUnlimited ? "unlimited" : std::to_string(v); }
-
-// Threads per rank that keep ranks x threads within the usable CPUs.
-std::optional<u32> threads_per_rank(const HostFacts& h) {
-  if (!h.cpu.usable) return std::nullopt;
-  u32 ranks = h.ranks_per_node.count.value_or(1);
-  return std::max<u32>(1, *h.cpu.usable / std::max<u32>(1, ranks));
-}
-
-}  // namespace
 
 Facts collect(const host::Host& host, const CollectOptions& options) {
   Facts f;

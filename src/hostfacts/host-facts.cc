@@ -86,9 +86,10 @@ bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& s
       shm.source += " " + std::string(o);
       return true;
     }
-  // The kernel prints size= for every bounded tmpfs; none means unbounded.
-  shm.size_bytes = kUnlimited;
-  shm.source += " (no size option)";
+  // The kernel prints size= only when it differs from tmpfs's default, half
+  // of RAM (shmem_default_max_blocks); an unbounded tmpfs shows "size=0k".
+  if (mem.total_bytes) shm.size_bytes = *mem.total_bytes / 2;
+  shm.source += " (no size option: tmpfs default, half of RAM)";
   return true;
 }
 
@@ -163,14 +164,20 @@ Limits collect_limits(const host::Host& host) {
   return limits;
 }
 
+// A path that stat(2) finds (an unreadable root is an Error, not a file).
+bool exists(const host::Host& host, std::string_view path) {
+  host::FileKind k = host.stat(path).kind;
+  return k != host::FileKind::Missing && k != host::FileKind::Error;
+}
+
 ContainerFacts collect_container(const host::Host& host) {
   ContainerFacts c;
   bool docker = false, podman = false, kubernetes = false, lxc = false;
-  if (host.stat("/.dockerenv").kind != host::FileKind::Missing) {
+  if (exists(host, "/.dockerenv")) {
     c.markers.push_back("/.dockerenv exists");
     docker = true;
   }
-  if (host.stat("/run/.containerenv").kind != host::FileKind::Missing) {
+  if (exists(host, "/run/.containerenv")) {
     c.markers.push_back("/run/.containerenv exists");
     podman = true;
   }

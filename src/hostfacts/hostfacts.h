@@ -215,6 +215,9 @@ struct Facts {
 
 Facts collect(const host::Host& host, const CollectOptions& options = {});
 
+// "64 MiB", "1.5 GiB", "512 bytes"; kUnlimited is "unlimited".
+std::string human_bytes(u64 bytes);
+
 // The host findings (HOST rules) of a set of facts.
 std::vector<Finding> host_findings(const HostFacts& facts);
 // Every finding of the facts: the environment's and the host's.

@@ -92,31 +92,19 @@ class FactCache {
     f->tls = e.tls();
     if (f->tls && f->tls->blocksize == 0) f->tls.reset();
     std::vector<elf::TlsRelocation> relocs = e.tls_relocations();
-    bool need_symbols = f->tls.has_value();
-    for (const elf::TlsRelocation& r : relocs)
-      need_symbols |= r.kind != elf::TlsRelocKind::GeneralDynamic && r.symbol_index != 0;
-    std::vector<elf::DynamicSymbol> syms;
-    if (need_symbols) syms = e.dynamic_symbols();
     for (const elf::TlsRelocation& r : relocs) {
       if (r.kind == elf::TlsRelocKind::GeneralDynamic) continue;
       TlsReloc t;
       t.kind = r.kind;
       t.name = r.symbol_name;
-      t.self = r.symbol_index == 0;
-      if (!t.self && r.symbol_index < syms.size()) {
-        const elf::DynamicSymbol& s = syms[r.symbol_index];
-        t.self = s.bind == elf::STB_LOCAL;
-        t.weak = s.bind == elf::STB_WEAK && !s.defined();
-      }
+      t.self = r.symbol_index == 0 || r.symbol_bind == elf::STB_LOCAL;
+      t.weak = r.symbol_index != 0 && r.symbol_bind == elf::STB_WEAK && !r.symbol_defined_here;
       f->relocs.push_back(t);
     }
+    // do_lookup_x ignores local symbols; only TLS definitions can be what
+    // an initial-exec or TLSDESC reference binds to.
     if (f->tls) {
-      for (const elf::DynamicSymbol& s : syms) {
-        // do_lookup_x ignores local symbols; only TLS definitions can be
-        // what an initial-exec or TLSDESC reference binds to.
-        if (s.type == elf::STT_TLS && s.defined() && s.bind != elf::STB_LOCAL)
-          f->tls_defs.push_back(s.name);
-      }
+      f->tls_defs = e.tls_definitions();
       std::sort(f->tls_defs.begin(), f->tls_defs.end());
     }
   }

@@ -134,6 +134,12 @@ struct StaticTlsParams {
   std::vector<std::string> apply_tunables(std::string_view glibc_tunables);
   // GLRO(dl_tls_static_surplus).
   u64 surplus() const;
+  // for_machine() with what the process's environment on `host` changes:
+  // GLIBC_TUNABLES (its notes go to *notes) and one audit module per
+  // LD_AUDIT entry.
+  static std::optional<StaticTlsParams> for_process(const host::Host& host, u16 e_machine,
+                                                    GlibcVersion glibc,
+                                                    std::vector<std::string>* notes);
 };
 
 // One module's PT_TLS, as far as static TLS placement is concerned.

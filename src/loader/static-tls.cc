@@ -140,6 +140,27 @@ struct TunableItem {
 
 // ─── Parameters ─────────────────────────────────────────────────────────────
 
+std::optional<StaticTlsParams> StaticTlsParams::for_process(const host::Host& host, u16 e_machine,
+                                                            GlibcVersion glibc,
+                                                            std::vector<std::string>* notes) {
+  std::optional<StaticTlsParams> params = for_machine(e_machine, glibc);
+  if (!params) return params;
+  if (std::optional<std::string> t = host.getenv("GLIBC_TUNABLES")) {
+    std::vector<std::string> n = params->apply_tunables(*t);
+    if (notes) notes->insert(notes->end(), n.begin(), n.end());
+  }
+  // One audit module per non-empty ':'-separated LD_AUDIT entry.
+  if (std::optional<std::string> a = host.getenv("LD_AUDIT")) {
+    for (size_t i = 0; i < a->size();) {
+      size_t j = a->find(':', i);
+      if (j == std::string::npos) j = a->size();
+      if (j > i) params->naudit++;
+      i = j + 1;
+    }
+  }
+  return params;
+}
+
 std::optional<StaticTlsParams> StaticTlsParams::for_machine(u16 e_machine, GlibcVersion glibc) {
   StaticTlsParams p;
   p.glibc = glibc;

@@ -16,6 +16,7 @@
 // loaded before numpy). This is an approximation of real import order: other
 // versions move imports around, only loads the table knows are listed, and
 // numba's threading layer is loaded at the first parallel call, not at import.
+// A name the table does not know stands for its top-level extension module.
 #include <set>
 
 #include "pyenv/pyenv.h"
@@ -140,7 +141,13 @@ struct ImportSetBuilder {
     const PackageLoads* loads = nullptr;
     for (const PackageLoads& p : load_table())
       if (p.import_name == name) loads = &p;
-    if (!loads) return;
+    if (!loads) {
+      // A package the table does not know: its own top-level extension
+      // module (`name<EXT_SUFFIX>`), which is what `import name` dlopens
+      // when the name is a single-file extension module.
+      if (const NativeFile* f = extension(*pkg, name)) emit(*f, name, LoadTime::AtImport, "");
+      return;
+    }
     for (const TableStep& step : loads->steps) {
       switch (step.type) {
         case StepType::Extension:

@@ -285,7 +285,9 @@ struct ImportStep {
 // scipy 1.10 and Debian's cv2 (dependencies such as numpy inside torch are
 // placed where the package imports them). An approximation: versions move
 // imports around, and only loads the table knows are listed — not every
-// extension module a package holds. Packages absent from `env` are skipped.
+// extension module a package holds. Packages absent from `env` are skipped;
+// a package the table does not know loads its own top-level extension module
+// (a single-file `name<EXT_SUFFIX>`), if it is one.
 // The default list is the usual training-job prologue.
 std::vector<ImportStep> usual_import_set(
     const Environment& env, const host::Host& host,

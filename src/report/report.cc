@@ -101,10 +101,23 @@ void print_finding(std::FILE* out, const Finding& f, const Style& style) {
   if (!occ.empty()) std::fprintf(out, "     %s%s%s\n", c.dim, occ.c_str(), c.off);
   if (!f.fix.empty()) std::fprintf(out, "     %sfix:%s %s\n", c.bold, c.off, f.fix.c_str());
   if (!f.env_fix.empty()) {
-    std::string line = "export";
-    for (const std::string& e : f.env_fix) line += " " + e;
+    std::string line = env_fix_shell(f.env_fix);
     if (f.fix.find(line) == std::string::npos) std::fprintf(out, "          %s\n", line.c_str());
   }
+}
+
+std::string env_fix_shell(const std::vector<std::string>& env_fix) {
+  std::string set, unset;
+  for (const std::string& e : env_fix) {
+    if (!e.empty() && e[0] == '-')
+      unset += " " + e.substr(1);
+    else
+      set += " " + e;
+  }
+  std::string line;
+  if (!set.empty()) line = "export" + set;
+  if (!unset.empty()) line += (line.empty() ? "" : "; ") + std::string("unset") + unset;
+  return line;
 }
 
 std::string summary_line(const std::vector<const Finding*>& findings) {
@@ -164,9 +177,7 @@ void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& 
     if (!occ.empty()) std::fprintf(out, "%s.\n\n", occ.c_str());
     if (!f->fix.empty()) std::fprintf(out, "**Fix:** %s\n\n", f->fix.c_str());
     if (!f->env_fix.empty()) {
-      std::fprintf(out, "```sh\nexport");
-      for (const std::string& e : f->env_fix) std::fprintf(out, " %s", e.c_str());
-      std::fprintf(out, "\n```\n\n");
+      std::fprintf(out, "```sh\n%s\n```\n\n", env_fix_shell(f->env_fix).c_str());
     }
   }
 }

@@ -30,6 +30,10 @@ size_t count_at_or_above(const std::vector<const Finding*>& findings, Severity f
 
 nlohmann::json finding_json(const Finding& f);
 
+// A finding's env_fix as one shell line: "export A=1 B=2; unset C" (an
+// entry "-C" means unset C).
+std::string env_fix_shell(const std::vector<std::string>& env_fix);
+
 // A Markdown section for findings (for pasting into an issue).
 void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& findings);
 

@@ -228,8 +228,11 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
     rule.fix.env = r.strings(*fix, "env", "fix: ");
     rule.fix.commands = r.strings(*fix, "commands", "fix: ");
     for (const std::string& e : rule.fix.env) {
+      // "NAME=value" sets, "-NAME" unsets.
+      const bool unset = !e.empty() && e[0] == '-';
       size_t eq = e.find('=');
-      if (eq == 0 || eq == std::string::npos) r.problem("fix: env entry is not NAME=value: " + e);
+      if (unset ? (e.size() < 2 || eq != std::string::npos) : (eq == 0 || eq == std::string::npos))
+        r.problem("fix: env entry is neither NAME=value nor -NAME: " + e);
     }
     if (rule.fix.text.empty() && rule.fix.env.empty() && rule.fix.commands.empty())
       r.problem("fix: needs text, env or commands");

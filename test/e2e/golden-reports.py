@@ -7,6 +7,9 @@ Each case is a directory test/golden/<case>/ with
   cmd           the mldoctor arguments, one shell line ($T expands)
   expected.txt  stdout, with the scratch directory written as %t
   expected.rc   optional: the expected exit status (default 0)
+  env           optional: the child's whole environment, NAME=value per line
+                (besides PATH, T, MLDOCTOR, NO_COLOR, CASE, LIB, MLD_SOURCE_DIR),
+                for commands that read the environment (`check`)
 Outputs are compared after replacing $T by %t and trimming trailing spaces;
 a difference prints a unified diff. UPDATE_GOLDEN=1 rewrites expected.txt.
 """
@@ -35,6 +38,15 @@ def main():
         t = tempfile.mkdtemp(prefix="mld-golden-")
         env = {k: v for k, v in os.environ.items()
                if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_AUDIT")}
+        env_file = os.path.join(cdir, "env")
+        if os.path.exists(env_file):
+            keep = ("PATH", "MLD_SOURCE_DIR")
+            env = {k: v for k, v in env.items() if k in keep}
+            env.setdefault("MLD_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+            for line in open(env_file).read().splitlines():
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    env[k] = v
         env.update(T=t, MLDOCTOR=MLDOCTOR, NO_COLOR="1", CASE=cdir, LIB=os.path.join(HERE, "lib"))
         if os.path.exists(os.path.join(cdir, "setup.sh")):
             subprocess.run(["bash", "-e", os.path.join(cdir, "setup.sh")], env=env, cwd=t, check=True)

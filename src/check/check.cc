@@ -1,0 +1,262 @@
+// check.cc — the preflight's orchestration: collect the host and environment
+// facts, describe the Python environment without importing it, and replay the
+// usual import set through the loader model as one process: the interpreter
+// loaded as the program, then one dlopen() per extension module in the order
+// `import torch, numpy, ...` performs them. That replay is what makes the
+// order-dependent failures predictable — which OpenMP runtime is first, which
+// import runs out of static TLS, which libstdc++ answers a GLIBCXX need.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "check/check.h"
+
+namespace mld::check {
+
+namespace {
+
+const std::vector<std::string> kUsualImports = {"torch", "numpy", "cv2", "sklearn", "numba"};
+
+u16 machine_of(const std::string& python_machine) {
+  if (python_machine == "aarch64") return elf::EM_AARCH64;
+  return elf::EM_X86_64;
+}
+
+std::string describe_step(const pyenv::ImportStep& s) {
+  std::string d = "import " + s.import_name;
+  std::string what = s.module.empty() ? s.path.substr(s.path.rfind('/') + 1) : s.module;
+  if (s.when == pyenv::LoadTime::FirstParallelUse) d = s.import_name + "'s first parallel call";
+  return d + " (" + what + ")";
+}
+
+bool is_numba_layer(const pyenv::ImportStep& s) {
+  return s.when == pyenv::LoadTime::FirstParallelUse && s.module.starts_with("numba.np.ufunc.");
+}
+
+std::string layer_name(const std::string& module) {
+  if (module.ends_with("tbbpool")) return "tbb";
+  if (module.ends_with("omppool")) return "omp";
+  return "workqueue";
+}
+
+// Replays `steps` into the interpreter's process. numba lists every
+// threading-layer candidate; the first whose dlopen succeeds wins and the
+// others never load.
+ImportSimulation simulate(loader::Loader& loader, const std::string& program,
+                          std::vector<pyenv::ImportStep> steps, const loader::StaticTlsParams& params) {
+  ImportSimulation sim;
+  sim.program = program;
+  loader::Process start = loader.load_program(program);
+
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < steps.size(); i++)
+    if (is_numba_layer(steps[i])) candidates.push_back(i);
+  if (candidates.size() > 1) {
+    // A candidate fails to load when its dependencies are missing (static
+    // TLS could fail it too, but none of numba's layers uses initial-exec
+    // TLS): resolve each on a copy of the start process, without replaying
+    // the static TLS of the whole sequence.
+    std::optional<size_t> winner;
+    for (size_t i : candidates) {
+      loader::Process trial = start;
+      std::string error;
+      loader.dlopen(trial, steps[i].path, std::nullopt, &error);
+      bool missing = !error.empty();
+      for (const loader::Object& o : trial.objects) missing |= o.faked;
+      if (!missing) {
+        winner = i;
+        break;
+      }
+    }
+    std::vector<pyenv::ImportStep> kept;
+    for (size_t i = 0; i < steps.size(); i++)
+      if (!is_numba_layer(steps[i]) || (winner && i == *winner)) kept.push_back(steps[i]);
+    steps = std::move(kept);
+  }
+  for (const pyenv::ImportStep& s : steps)
+    if (is_numba_layer(s)) sim.numba_layer = layer_name(s.module);
+
+  std::vector<std::string> paths;
+  for (const pyenv::ImportStep& s : steps) paths.push_back(s.path);
+  sim.process = std::move(start);
+  sim.sequence = loader::simulate_dlopen_sequence(loader, sim.process, paths, params);
+  sim.steps = std::move(steps);
+
+  // Who brought each object: the interpreter, or the first step whose
+  // dlopen() added it.
+  std::map<std::string, std::string> by_path;
+  for (size_t i = 0; i < sim.sequence.steps.size() && i < sim.steps.size(); i++)
+    for (const std::string& p : sim.sequence.steps[i].loaded) by_path.emplace(p, describe_step(sim.steps[i]));
+  const std::string interp = "the interpreter (" + program + ")";
+  for (size_t i = 0; i < sim.process.objects.size(); i++) {
+    const loader::Object& o = sim.process.objects[i];
+    auto it = by_path.find(o.path);
+    sim.loaded_by.push_back(it != by_path.end() ? it->second : interp);
+    if (o.faked || o.removed || !o.elf) continue;
+    loader::OpenMpKind k = loader::openmp_kind(o);
+    if (k == loader::OpenMpKind::None) continue;
+    OpenMpRuntime r;
+    r.path = o.path;
+    r.soname = o.names.empty() ? o.path : o.names.back();
+    if (std::optional<std::string_view> so = o.elf->soname()) r.soname = std::string(*so);
+    r.kind = k;
+    r.brought_by = sim.loaded_by.back();
+    r.load_index = i;
+    sim.openmp.push_back(std::move(r));
+  }
+  return sim;
+}
+
+int severity_rank(Severity s) { return s == Severity::Error ? 0 : s == Severity::Warning ? 1 : 2; }
+
+}  // namespace
+
+std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts::CpuFacts& cpu) {
+  if (!cpu.online) return std::nullopt;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    return std::string(s);
+  };
+  // cpuinfo (x86, Linux): each processor's APIC ID from /proc/cpuinfo, the
+  // SMT bits from CPUID; processors equal outside those bits are one core.
+  const host::CpuFeatures f = host.cpu_features();
+  if (f.smt_bits_known) {
+    if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4 << 20)) {
+      const u64 smt_mask = ((u64{1} << f.smt_bits_length) - 1) << f.smt_bits_offset;
+      std::map<u32, u64> apic_of;
+      std::optional<u32> processor;
+      size_t pos = 0;
+      while (pos < info->size()) {
+        size_t end = info->find('\n', pos);
+        if (end == std::string::npos) end = info->size();
+        std::string_view line(info->data() + pos, end - pos);
+        pos = end + 1;
+        size_t colon = line.find(':');
+        if (colon == std::string_view::npos) continue;
+        std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+        try {
+          if (key == "processor") processor = static_cast<u32>(std::stoul(value));
+          else if (key == "apicid" && processor) apic_of[*processor] = std::stoull(value);
+        } catch (const std::exception&) {
+          processor.reset();
+        }
+      }
+      std::set<u64> cores;
+      bool all = true;
+      for (u32 c : *cpu.online) {
+        auto it = apic_of.find(c);
+        if (it == apic_of.end()) {
+          all = false;
+          break;
+        }
+        cores.insert(it->second & ~smt_mask);
+      }
+      if (all && !cores.empty()) return static_cast<u32>(cores.size());
+    }
+  }
+  // Elsewhere: the kernel's topology, distinct (package, core) pairs.
+  std::set<std::pair<std::string, std::string>> cores;
+  for (u32 c : *cpu.online) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    std::optional<std::string> pkg = host.read_file(dir + "physical_package_id", 64);
+    std::optional<std::string> core = host.read_file(dir + "core_id", 64);
+    if (!pkg || !core) return std::nullopt;
+    cores.emplace(trim(*pkg), trim(*core));
+  }
+  if (cores.empty()) return std::nullopt;
+  return static_cast<u32>(cores.size());
+}
+
+CheckReport run_check(const host::Host& host, const CheckOptions& options) {
+  CheckReport r;
+  hostfacts::CollectOptions co;
+  co.ranks_per_node = options.ranks_per_node;
+  r.facts = hostfacts::collect(host, co);
+  r.physical_cores = count_physical_cores(host, r.facts.host.cpu);
+
+  pyenv::ScanOptions so;
+  so.python = options.python;
+  so.run_interpreter = host.is_live_root();
+  const std::vector<std::string>& imports = options.imports.empty() ? kUsualImports : options.imports;
+  for (const pyenv::KnownPackage& k : pyenv::known_packages()) so.packages.emplace_back(k.import_name);
+  for (const std::string& name : imports)
+    if (std::find(so.packages.begin(), so.packages.end(), name) == so.packages.end()) so.packages.push_back(name);
+  try {
+    r.python = pyenv::scan_environment(host, so);
+  } catch (const pyenv::PyenvError& e) {
+    r.python_error = e.what();
+  }
+
+  const u16 machine = r.python ? machine_of(r.python->python.machine) : elf::EM_X86_64;
+  loader::SearchConfig config = loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
+  if (!options.glibc.empty()) {
+    r.glibc = loader::parse_glibc_version(options.glibc);
+    if (!r.glibc) throw std::runtime_error("--glibc " + options.glibc + ": expected a release like 2.36");
+  } else {
+    r.glibc = loader::detect_glibc_version(host, config.system_dirs);
+  }
+  if (r.glibc)
+    r.facts.host.glibc_version = std::to_string(r.glibc->major) + "." + std::to_string(r.glibc->minor);
+
+  if (r.python && r.glibc) {
+    const std::string program = r.python->python.executable.empty() ? r.python->interpreter.path
+                                                                     : r.python->python.executable;
+    std::optional<loader::StaticTlsParams> params =
+        loader::StaticTlsParams::for_process(host, machine, *r.glibc, nullptr);
+    if (!params) {
+      r.imports_error = "static TLS is not modelled for this architecture";
+    } else {
+      try {
+        loader::Loader loader(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
+        r.imports = simulate(loader, program, pyenv::usual_import_set(*r.python, host, imports), *params);
+      } catch (const std::exception& e) {
+        r.imports_error = program + ": " + e.what();
+      }
+    }
+  } else if (r.python) {
+    r.imports_error = "the C library's release could not be read (pass --glibc)";
+  }
+
+  FindingList list;
+  hostfacts::emit_findings(r.facts, list);
+  find_native_hazards(r, host, list);
+  find_thread_hazards(r, list);
+  r.findings = std::move(list.findings);
+  std::stable_sort(r.findings.begin(), r.findings.end(), [](const Finding& a, const Finding& b) {
+    if (severity_rank(a.severity) != severity_rank(b.severity))
+      return severity_rank(a.severity) < severity_rank(b.severity);
+    return a.rule < b.rule;
+  });
+  return r;
+}
+
+std::vector<FixSetting> fix_settings(const std::vector<Finding>& findings) {
+  std::vector<FixSetting> out;
+  for (const Finding& f : findings) {
+    for (const std::string& setting : f.env_fix) {
+      // "NAME=value" or "-NAME" (unset).
+      std::string name;
+      std::optional<std::string> value;
+      if (!setting.empty() && setting[0] == '-') {
+        name = setting.substr(1);
+      } else {
+        size_t eq = setting.find('=');
+        if (eq == std::string::npos || eq == 0) continue;
+        name = setting.substr(0, eq);
+        value = setting.substr(eq + 1);
+      }
+      if (name.empty()) continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const FixSetting& s) { return s.name == name; });
+      if (it == out.end()) {
+        out.push_back({name, value, {f.rule}});
+      } else if (std::find(it->rules.begin(), it->rules.end(), f.rule) == it->rules.end() &&
+                 it->value == value) {
+        it->rules.push_back(f.rule);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace mld::check

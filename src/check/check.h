@@ -1,0 +1,98 @@
+// check.h — `mldoctor check`: the preflight of a training node. It gathers
+// the facts (host, environment variables, the Python environment), replays
+// the usual import set of the job through the loader model — the same
+// dlopen() sequence `import torch, numpy, cv2, sklearn, numba` performs — and
+// turns what that process would hold into findings:
+//   OMP001  several OpenMP runtimes in the import set, and which import brings each
+//   MKL001  mkl-service's threading-layer check (libmkl_rt beside GNU OpenMP)
+//   TLS001  the first import that would fail on static TLS, and the tunable that fixes it
+//   LD001/LD002  missing libraries and unmet GLIBC/GLIBCXX/CXXABI needs of extension modules
+//   CUDA001 two major versions of one CUDA library in one process
+//   THR001  threads per process × ranks per node beyond the usable CPUs
+//   THR002  numba's OpenMP layer resetting torch's thread count (shared libgomp)
+// plus the host and environment findings of hostfacts (HOST*, ENV*).
+//
+// Analysis only: nothing here prints; the CLI renders a CheckReport.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "findings/findings.h"
+#include "host/host.h"
+#include "hostfacts/hostfacts.h"
+#include "loader/loader.h"
+#include "pyenv/pyenv.h"
+
+namespace mld::check {
+
+struct CheckOptions {
+  std::optional<std::string> python;  // --python
+  // The import order to simulate; empty: the usual training prologue
+  // (torch, numpy, cv2, sklearn, numba). A name that is no known package
+  // stands for its own extension module (`name<EXT_SUFFIX>` on sys.path).
+  std::vector<std::string> imports;
+  std::optional<u32> ranks_per_node;  // --ranks-per-node
+  std::string glibc;                  // override of the detected release ("2.31")
+};
+
+// One OpenMP runtime the simulated process would hold.
+struct OpenMpRuntime {
+  std::string path;
+  std::string soname;
+  loader::OpenMpKind kind = loader::OpenMpKind::None;
+  std::string brought_by;  // "import torch (torch._C)", "python3 itself"
+  size_t load_index = 0;   // position in the process's load order
+};
+
+// The import set replayed through the loader.
+struct ImportSimulation {
+  std::string program;                    // the interpreter loaded as the program
+  std::vector<pyenv::ImportStep> steps;   // the dlopen() calls, in order
+  loader::DlopenSequence sequence;        // their outcome, one per step
+  loader::Process process;                // the objects the process ends with
+  std::vector<std::string> loaded_by;     // per process object: the import that brought it
+  std::vector<OpenMpRuntime> openmp;      // in load order
+  // numba's threading layer: the candidate that would win, if numba is in the set.
+  std::optional<std::string> numba_layer;  // "tbb", "omp", "workqueue"
+};
+
+struct CheckReport {
+  hostfacts::Facts facts;
+  std::optional<loader::GlibcVersion> glibc;
+  std::optional<pyenv::Environment> python;  // nullopt: python_error says why
+  std::string python_error;
+  std::optional<ImportSimulation> imports;   // nullopt without a Python environment
+  std::string imports_error;                 // why the simulation could not run
+  std::optional<u32> physical_cores;         // torch's default intra-op thread count
+  std::vector<Finding> findings;             // sorted: errors first, then by rule
+};
+
+// Runs every check against `host` (the live machine, or a tree under --root).
+// Throws only on errors of the tool itself; an environment that cannot be
+// described becomes CheckReport::python_error.
+CheckReport run_check(const host::Host& host, const CheckOptions& options);
+
+// Cores as PyTorch's cpuinfo counts them (its default intra-op thread count
+// when fewer than the processors): on a live x86 host, online processors
+// whose /proc/cpuinfo APIC IDs differ only in the CPUID SMT bits are one
+// core — on some VMs that is fewer than the kernel's topology shows; else
+// distinct (package, core) pairs of /sys/devices/system/cpu/cpu*/topology.
+std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts::CpuFacts& cpu);
+
+// threads.cc: THR001 and THR002 from the facts and the simulated process.
+void find_thread_hazards(const CheckReport& report, FindingSink& sink);
+// native.cc: the loader findings of the simulated import set.
+void find_native_hazards(const CheckReport& report, const host::Host& host, FindingSink& sink);
+
+// The environment settings of `findings` for `mldoctor fix`: one value per
+// variable (the first finding that sets it wins), in first-seen order.
+struct FixSetting {
+  std::string name;
+  std::optional<std::string> value;  // nullopt: unset the variable
+  std::vector<std::string> rules;  // the findings that asked for it
+};
+std::vector<FixSetting> fix_settings(const std::vector<Finding>& findings);
+
+}  // namespace mld::check

@@ -1,0 +1,342 @@
+// check-command.cc — `mldoctor check` and `mldoctor fix`. check prints the
+// report people paste into bug trackers: a header with what collect_env shows
+// (Python, key package versions, torch's CUDA build, GPUs, glibc) plus what it
+// lacks (usable CPUs under affinity and cgroup quota, NUMA, /dev/shm, limits,
+// ranks per node, the native-layer variables, the OpenMP runtimes of the
+// import set), then the findings. fix prints the environment settings of the
+// findings as shell code for `eval "$(mldoctor fix)"`.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "check/check.h"
+#include "cli/cli.h"
+#include "report/report.h"
+
+namespace mld::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// torch/version.py: `cuda = '12.1'` or `cuda = None`, `__version__ = '...'`.
+struct TorchBuild {
+  std::optional<std::string> cuda;  // nullopt: CPU-only build
+  bool known = false;
+};
+
+TorchBuild torch_build(const host::Host& host, const pyenv::Environment& env) {
+  TorchBuild b;
+  const pyenv::ImportedPackage* t = env.find_package("torch");
+  if (!t) return b;
+  std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16);
+  if (!text) return b;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.starts_with("cuda")) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string v = trimmed(line.substr(eq + 1));
+    v.erase(0, v.find_first_not_of(' '));
+    b.known = true;
+    if (v.find("None") == std::string::npos && v.size() >= 2) b.cuda = v.substr(1, v.size() - 2);
+    break;
+  }
+  return b;
+}
+
+// NVIDIA GPUs the driver exposes (/proc/driver/nvidia/gpus/<pci id>).
+std::optional<size_t> gpu_count(const host::Host& host) {
+  std::optional<std::vector<std::string>> d = host.list_dir("/proc/driver/nvidia/gpus");
+  if (!d) return std::nullopt;
+  return d->size();
+}
+
+struct Header {
+  std::vector<std::pair<std::string, std::string>> rows;
+  json j;
+};
+
+std::string cpu_row(const hostfacts::CpuFacts& c, std::optional<u32> cores) {
+  std::string s;
+  if (c.online) s += std::to_string(c.online->size()) + " online";
+  if (cores) s += (s.empty() ? "" : " · ") + std::to_string(*cores) + (*cores == 1 ? " core" : " cores");
+  if (c.affinity)
+    s += (s.empty() ? "" : " · ") + std::string("affinity ") + hostfacts::format_cpu_list(*c.affinity) + " (" +
+         std::to_string(c.affinity->size()) + ")";
+  if (c.quota) {
+    char q[64];
+    std::snprintf(q, sizeof q, "%.2f", c.quota->cpus());
+    s += (s.empty() ? "" : " · ") + std::string("cgroup v") + std::to_string(c.quota->cgroup_version) + " quota " +
+         q + " CPUs";
+  }
+  if (c.usable) s += (s.empty() ? "" : " · ") + std::string("usable ") + std::to_string(*c.usable) + " (" + c.usable_basis + ")";
+  return s.empty() ? "unknown" : s;
+}
+
+Header make_header(const check::CheckReport& r, const host::Host& host) {
+  Header h;
+  const hostfacts::HostFacts& f = r.facts.host;
+  std::string sys = "Linux " + f.kernel_release.value_or("?") + " · glibc " + f.glibc_version.value_or("?");
+  if (f.container.detected) sys += " · container: " + f.container.kind;
+  h.rows.push_back({"Host", sys});
+  h.rows.push_back({"CPUs", cpu_row(f.cpu, r.physical_cores)});
+  if (!f.numa_nodes.empty()) {
+    std::string n = std::to_string(f.numa_nodes.size()) + " node" + (f.numa_nodes.size() == 1 ? "" : "s");
+    for (const hostfacts::NumaNode& node : f.numa_nodes)
+      n += " · node" + std::to_string(node.id) + " " + (node.cpus ? hostfacts::format_cpu_list(*node.cpus) : "?");
+    h.rows.push_back({"NUMA", n});
+  }
+  std::string mem = f.memory.total_bytes ? hostfacts::human_bytes(*f.memory.total_bytes) : "?";
+  if (f.memory.available_bytes) mem += " (" + hostfacts::human_bytes(*f.memory.available_bytes) + " available)";
+  mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes) : std::string(f.shm.present ? "?" : "absent"));
+  if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
+  h.rows.push_back({"Memory", mem});
+  auto lim = [](const hostfacts::ResourceLimit& l, bool bytes) {
+    if (!l.known) return std::string("?");
+    auto v = [&](u64 x) { return x == hostfacts::kUnlimited ? std::string("unlimited") : bytes ? hostfacts::human_bytes(x) : std::to_string(x); };
+    return l.soft == l.hard ? v(l.soft) : v(l.soft) + " (hard " + v(l.hard) + ")";
+  };
+  h.rows.push_back({"Limits", "memlock " + lim(f.limits.memlock, true) + " · nofile " + lim(f.limits.nofile, false) +
+                                  " · nproc " + lim(f.limits.nproc, false)});
+  h.rows.push_back({"Ranks", f.ranks_per_node.count ? std::to_string(*f.ranks_per_node.count) + " per node (" +
+                                                          f.ranks_per_node.source + ")"
+                                                    : "1 per node (no launcher variable)"});
+  std::optional<size_t> gpus = gpu_count(host);
+  h.rows.push_back({"GPUs", gpus ? std::to_string(*gpus) + " (NVIDIA driver)" : "none visible (no NVIDIA driver)"});
+  h.j = {{"gpus", gpus ? json(*gpus) : json(nullptr)}};
+
+  if (r.python) {
+    const pyenv::Environment& e = *r.python;
+    h.rows.push_back({"Python", e.python.version + " " + e.python.executable + " (" + e.interpreter.reason + ")" +
+                                    (e.python.in_venv() ? " · venv " + e.python.prefix : "")});
+    std::string pk;
+    json pj = json::object();
+    for (const pyenv::ImportedPackage& p : e.packages) {
+      std::string v = p.version.value_or("?");
+      pk += (pk.empty() ? "" : " · ") + p.import_name + " " + v;
+      pj[p.import_name] = p.version ? json(*p.version) : json(nullptr);
+      if (p.import_name == "torch") {
+        TorchBuild tb = torch_build(host, e);
+        if (tb.known) pk += tb.cuda ? " (CUDA " + *tb.cuda + ")" : " (CPU build)";
+        h.j["torch_cuda"] = tb.cuda ? json(*tb.cuda) : json(nullptr);
+      }
+    }
+    h.rows.push_back({"Packages", pk.empty() ? "none of the known native packages" : pk});
+    h.j["packages"] = pj;
+  } else {
+    h.rows.push_back({"Python", "not examined: " + r.python_error});
+  }
+  if (r.imports) {
+    const check::ImportSimulation& s = *r.imports;
+    std::vector<std::string> names;
+    for (const pyenv::ImportStep& st : s.steps)
+      if (std::find(names.begin(), names.end(), st.import_name) == names.end()) names.push_back(st.import_name);
+    std::string t;
+    for (const std::string& n : names) t += (t.empty() ? "" : ", ") + n;
+    size_t live = 0;
+    for (const loader::Object& o : s.process.objects) live += !o.removed && !o.faked;
+    t = (t.empty() ? "(nothing to import)" : t) + " → " + std::to_string(s.steps.size()) + " dlopen calls, " +
+        std::to_string(live) + " objects";
+    std::string omp;
+    for (const check::OpenMpRuntime& rt : s.openmp) omp += (omp.empty() ? "" : ", ") + rt.soname;
+    t += " · OpenMP: " + (omp.empty() ? std::string("none") : omp);
+    if (s.numba_layer) t += " · numba layer: " + *s.numba_layer;
+    h.rows.push_back({"Imports", t});
+  } else if (!r.imports_error.empty()) {
+    h.rows.push_back({"Imports", "not simulated: " + r.imports_error});
+  }
+  std::string env;
+  for (const hostfacts::EnvVar& v : r.facts.env.variables) env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
+  h.rows.push_back({"Env", env.empty() ? "no native-layer variables set" : env});
+  return h;
+}
+
+json python_json(const check::CheckReport& r) {
+  if (!r.python) return {{"error", r.python_error}};
+  const pyenv::Environment& e = *r.python;
+  json pk = json::array();
+  for (const pyenv::ImportedPackage& p : e.packages) {
+    json ext = json::array(), libs = json::array();
+    for (const pyenv::NativeFile& f : p.extension_modules) ext.push_back(f.path);
+    for (const pyenv::NativeFile& f : p.libraries) libs.push_back(f.path);
+    pk.push_back({{"import", p.import_name},
+                  {"path", p.path},
+                  {"distribution", p.distribution ? json(*p.distribution) : json(nullptr)},
+                  {"version", p.version ? json(*p.version) : json(nullptr)},
+                  {"extension_modules", ext},
+                  {"libraries", libs}});
+  }
+  json dists = json::array();
+  for (const pyenv::Distribution& d : e.distributions)
+    dists.push_back({{"name", d.name}, {"version", d.version}, {"site", d.site_dir}});
+  return {{"interpreter", e.interpreter.path},
+          {"chosen_by", e.interpreter.reason},
+          {"version", e.python.version},
+          {"executable", e.python.executable},
+          {"prefix", e.python.prefix},
+          {"sys_path", e.python.sys_path},
+          {"packages", pk},
+          {"distributions", dists}};
+}
+
+json imports_json(const check::CheckReport& r) {
+  if (!r.imports) return {{"error", r.imports_error.empty() ? json(nullptr) : json(r.imports_error)}};
+  const check::ImportSimulation& s = *r.imports;
+  json steps = json::array();
+  for (size_t i = 0; i < s.steps.size(); i++) {
+    const pyenv::ImportStep& st = s.steps[i];
+    json j = {{"import", st.import_name}, {"module", st.module}, {"path", st.path}};
+    if (i < s.sequence.steps.size()) {
+      j["ok"] = s.sequence.steps[i].ok;
+      if (!s.sequence.steps[i].ok) j["error"] = s.sequence.steps[i].error;
+    }
+    steps.push_back(std::move(j));
+  }
+  json omp = json::array();
+  for (const check::OpenMpRuntime& rt : s.openmp)
+    omp.push_back({{"kind", std::string(loader::openmp_kind_name(rt.kind))},
+                   {"soname", rt.soname},
+                   {"path", rt.path},
+                   {"loaded_by", rt.brought_by}});
+  return {{"program", s.program},
+          {"steps", steps},
+          {"openmp_runtimes", omp},
+          {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
+          {"static_tls", {{"surplus", s.sequence.surplus}, {"static_size", s.sequence.static_size},
+                          {"startup_used", s.sequence.startup_used}}}};
+}
+
+host::Host make_host(const CommonOptions& common) {
+  host::Host host = host::Host::live();
+  if (common.root != "/") host = host::Host(common.root, host.environment());
+  return host;
+}
+
+// A detector's finding carries its own message and fix; what it left empty
+// comes from its rule (title, fix text, env settings).
+void complete(std::vector<Finding>& findings, const rules::RuleSet& rules) {
+  for (Finding& f : findings) rules::complete_from_rule(f, rules);
+}
+
+// The check with its findings completed from the rules; nullopt when the
+// user's rules are unusable (already reported).
+std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
+                                                 const host::Host& host) {
+  rules::RuleSet rule_set;
+  if (!load_rules(common, rule_set)) return std::nullopt;
+  check::CheckOptions co;
+  co.python = opts.python;
+  co.imports = opts.imports;
+  co.ranks_per_node = opts.ranks_per_node;
+  co.glibc = opts.glibc;
+  check::CheckReport r = check::run_check(host, co);
+  complete(r.findings, rule_set);
+  return r;
+}
+
+}  // namespace
+
+int run_check(const CommonOptions& common, const CheckOptions& opts) {
+  host::Host host = make_host(common);
+  std::optional<check::CheckReport> checked = checked_report(common, opts, host);
+  if (!checked) return 2;
+  check::CheckReport& r = *checked;
+  Header header = make_header(r, host);
+  std::vector<const Finding*> all;
+  for (const Finding& f : r.findings) all.push_back(&f);
+  std::FILE* out = stdout;
+
+  if (common.format == OutputFormat::Json) {
+    json findings = json::array();
+    for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
+    json host_j, env_j;
+    hostfacts::to_json(host_j, r.facts.host);
+    hostfacts::to_json(env_j, r.facts.env);
+    host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
+    host_j["gpus"] = header.j["gpus"];
+    json py = python_json(r);
+    if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
+    json doc = {{"schema", "mldoctor.check/1"}, {"version", MLD_VERSION}, {"host", host_j},
+                {"environment", env_j},         {"python", py},           {"imports", imports_json(r)},
+                {"findings", findings}};
+    std::fprintf(out, "%s\n", doc.dump(2).c_str());
+  } else if (common.format == OutputFormat::Markdown) {
+    std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
+    for (const auto& [k, v] : header.rows) std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());
+    std::fprintf(out, "\n");
+    report::print_findings_markdown(out, all);
+  } else {
+    report::Style style{common.color, true};
+    for (const auto& [k, v] : header.rows) std::fprintf(out, "%-9s %s\n", k.c_str(), v.c_str());
+    std::fprintf(out, "\n");
+    if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
+    for (const Finding* f : all) report::print_finding(out, *f, style);
+    std::string summary = report::summary_line(all);
+    if (!summary.empty()) {
+      std::fprintf(out, "\n%s · mldoctor explain %s", summary.c_str(), all.front()->rule.c_str());
+      if (!check::fix_settings(r.findings).empty()) std::fprintf(out, " · eval \"$(mldoctor fix)\"");
+      std::fprintf(out, "\n");
+    }
+  }
+  return report::count_at_or_above(all, common.fail_on) > 0 ? 1 : 0;
+}
+
+int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::string& shell) {
+  host::Host host = make_host(common);
+  std::optional<check::CheckReport> checked = checked_report(common, opts, host);
+  if (!checked) return 2;
+  const check::CheckReport& r = *checked;
+  std::vector<check::FixSetting> settings = check::fix_settings(r.findings);
+  std::FILE* out = stdout;
+  if (common.format == OutputFormat::Json) {
+    json a = json::array();
+    for (const check::FixSetting& s : settings)
+      a.push_back({{"name", s.name}, {"value", s.value ? json(*s.value) : json(nullptr)}, {"rules", s.rules}});
+    std::fprintf(out, "%s\n", json({{"schema", "mldoctor.fix/1"}, {"version", MLD_VERSION}, {"settings", a}}).dump(2).c_str());
+    return 0;
+  }
+  // Single quotes keep every byte literal: in bash a ' inside is closed,
+  // escaped and reopened; fish escapes ' and \\ inside single quotes.
+  auto quote = [&](const std::string& v) {
+    std::string q = "'";
+    for (char c : v) {
+      if (c == '\'')
+        q += shell == "fish" ? "\\'" : "'\\''";
+      else if (c == '\\' && shell == "fish")
+        q += "\\\\";
+      else
+        q += c;
+    }
+    return q + "'";
+  };
+  if (settings.empty()) std::fprintf(out, "# mldoctor fix: no configuration findings; nothing to set\n");
+  std::vector<std::string> last_rules;
+  for (const check::FixSetting& s : settings) {
+    if (s.rules != last_rules) {
+      std::string why;
+      for (const std::string& rule : s.rules) why += (why.empty() ? "" : ", ") + rule;
+      std::fprintf(out, "# %s (mldoctor explain %s)\n", why.c_str(), s.rules.front().c_str());
+      last_rules = s.rules;
+    }
+    if (!s.value)
+      std::fprintf(out, shell == "fish" ? "set -e %s\n" : "unset %s\n", s.name.c_str());
+    else if (shell == "fish")
+      std::fprintf(out, "set -gx %s %s\n", s.name.c_str(), quote(*s.value).c_str());
+    else
+      std::fprintf(out, "export %s=%s\n", s.name.c_str(), quote(*s.value).c_str());
+  }
+  return 0;
+}
+
+}  // namespace mld::cli

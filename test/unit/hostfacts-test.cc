@@ -1,0 +1,819 @@
+// hostfacts-test.cc — host and environment facts: the text parsers (CPU
+// lists, Slurm task counts, GLIBC_TUNABLES, thread counts, CUDA device lists),
+// collect_host_facts on the fixture trees of test/fixtures/hosts (every
+// expected number is the one written in the tree's files), the launcher's
+// ranks per node, the ENV findings, and one comparison with the live machine.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hostfacts/hostfacts.h"
+#include "run-command.h"
+
+using namespace mld;
+using namespace mld::hostfacts;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+using Cpus = std::vector<u32>;
+
+std::string fixture_root(const std::string& name) {
+  if (const char* src = std::getenv("MLD_SOURCE_DIR")) return std::string(src) + "/test/fixtures/hosts/" + name;
+  return (fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "hosts" / name).string();
+}
+
+host::Host fixture(const std::string& name, Env env = {}) {
+  std::string root = fixture_root(name);
+  EXPECT_TRUE(fs::is_directory(root)) << root;
+  return host::Host(root, std::move(env));
+}
+
+Cpus range(u32 first, u32 last) {
+  Cpus out;
+  for (u32 c = first; c <= last; c++) out.push_back(c);
+  return out;
+}
+
+std::vector<std::string> rules_of(const std::vector<Finding>& findings) {
+  std::vector<std::string> out;
+  for (const Finding& f : findings) out.push_back(f.rule);
+  return out;
+}
+
+// A scratch root directory, removed at the end of the test.
+class TempRoot {
+ public:
+  TempRoot() {
+    char tmpl[] = "/tmp/mld-hostfacts-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  const std::string& path() const { return root_; }
+  void write(const std::string& rel, const std::string& text) const {
+    fs::path p = fs::path(root_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  void mkdir(const std::string& rel) const { fs::create_directories(fs::path(root_) / rel); }
+
+ private:
+  std::string root_;
+};
+
+constexpr u64 KiB = 1024;
+constexpr u64 MiB = 1024 * KiB;
+constexpr u64 GiB = 1024 * MiB;
+
+}  // namespace
+
+// parse_cpu_list / format_cpu_list ///////////////////////////////////////////
+
+TEST(CpuList, RangesAndSingles) {
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), (Cpus{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpu_list("5"), (Cpus{5}));
+  EXPECT_EQ(parse_cpu_list("0-7,32-39"), (Cpus{0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39}));
+  // Sorted, duplicates removed.
+  EXPECT_EQ(parse_cpu_list("8,0-2,1,2"), (Cpus{0, 1, 2, 8}));
+}
+
+TEST(CpuList, Strides) {
+  EXPECT_EQ(parse_cpu_list("0-7:2"), (Cpus{0, 2, 4, 6}));
+  EXPECT_EQ(parse_cpu_list("1-9:4"), (Cpus{1, 5, 9}));
+  EXPECT_EQ(parse_cpu_list("0-3:1,16-20:3"), (Cpus{0, 1, 2, 3, 16, 19}));
+  // A stride beyond the range keeps only its first CPU, also when adding it
+  // would wrap around 2^64.
+  EXPECT_EQ(parse_cpu_list("4-6:100"), (Cpus{4}));
+  EXPECT_EQ(parse_cpu_list("5-10:18446744073709551615"), (Cpus{5}));
+}
+
+TEST(CpuList, BlanksAndEmpty) {
+  EXPECT_EQ(parse_cpu_list(""), Cpus{});
+  EXPECT_EQ(parse_cpu_list("   \n"), Cpus{});
+  EXPECT_EQ(parse_cpu_list("0-3\n"), (Cpus{0, 1, 2, 3}));  // as read from /sys
+  EXPECT_EQ(parse_cpu_list(" 0-1, 4 "), (Cpus{0, 1, 4}));
+}
+
+TEST(CpuList, Malformed) {
+  for (const char* bad : {"a", "1,,2", "1,", ",1", "3-1", "1-", "-1", "0-7:0", "0-7:x", "0-7:", "1048576",
+                          "0-1048576", "0x1", "1 2", "1-2-3", "+1"})
+    EXPECT_FALSE(parse_cpu_list(bad).has_value()) << '"' << bad << '"';
+}
+
+TEST(CpuList, Format) {
+  EXPECT_EQ(format_cpu_list({}), "");
+  EXPECT_EQ(format_cpu_list({7}), "7");
+  EXPECT_EQ(format_cpu_list({0, 1}), "0-1");
+  EXPECT_EQ(format_cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(format_cpu_list({0, 2, 4, 6}), "0,2,4,6");
+  EXPECT_EQ(format_cpu_list(*parse_cpu_list("0-7,32-39")), "0-7,32-39");
+}
+
+// parse_slurm_tasks_per_node ////////////////////////////////////////////////
+
+TEST(SlurmTasksPerNode, Parses) {
+  EXPECT_EQ(parse_slurm_tasks_per_node("4(x2),3"), (Cpus{4, 4, 3}));
+  EXPECT_EQ(parse_slurm_tasks_per_node("2"), (Cpus{2}));
+  EXPECT_EQ(parse_slurm_tasks_per_node("1(x3)"), (Cpus{1, 1, 1}));
+  EXPECT_EQ(parse_slurm_tasks_per_node("8,8(x2),16"), (Cpus{8, 8, 8, 16}));
+  for (const char* bad : {"", "4(x0)", "4(2)", "(x2)", "4,,3", "0", "x", "4(x2", "4(x2)x", "4(x)", "-1"})
+    EXPECT_FALSE(parse_slurm_tasks_per_node(bad).has_value()) << '"' << bad << '"';
+}
+
+// parse_glibc_tunables ////////////////////////////////////////////////////////
+
+TEST(GlibcTunables, KnownAndUnknown) {
+  ParsedTunables p = parse_glibc_tunables("glibc.malloc.arena_max=2:glibc.malloc.tcache_count=0");
+  ASSERT_EQ(p.tunables.size(), 2u);
+  EXPECT_TRUE(p.malformed.empty());
+  EXPECT_EQ(p.tunables[0].key, "glibc.malloc.arena_max");
+  EXPECT_EQ(p.tunables[0].value, "2");
+  EXPECT_TRUE(p.tunables[0].known);
+  EXPECT_EQ(p.tunables[1].key, "glibc.malloc.tcache_count");
+  EXPECT_EQ(p.tunables[1].value, "0");
+  EXPECT_TRUE(p.tunables[1].known);
+
+  p = parse_glibc_tunables("glibc.malloc.arenamax=4");
+  ASSERT_EQ(p.tunables.size(), 1u);
+  EXPECT_EQ(p.tunables[0].key, "glibc.malloc.arenamax");
+  EXPECT_FALSE(p.tunables[0].known);
+
+  p = parse_glibc_tunables("glibc.cpu.hwcaps=-AVX512F,-AVX2");
+  ASSERT_EQ(p.tunables.size(), 1u);
+  EXPECT_EQ(p.tunables[0].value, "-AVX512F,-AVX2");
+  EXPECT_TRUE(p.tunables[0].known);
+}
+
+TEST(GlibcTunables, Malformed) {
+  ParsedTunables p = parse_glibc_tunables("glibc.malloc.check:=3:glibc.rtld.nns=8");
+  EXPECT_EQ(p.malformed, (std::vector<std::string>{"glibc.malloc.check", "=3"}));
+  ASSERT_EQ(p.tunables.size(), 1u);
+  EXPECT_EQ(p.tunables[0].key, "glibc.rtld.nns");
+  EXPECT_EQ(p.tunables[0].value, "8");
+
+  p = parse_glibc_tunables("a=b=c");
+  ASSERT_EQ(p.tunables.size(), 1u);
+  EXPECT_EQ(p.tunables[0].key, "a");
+  EXPECT_EQ(p.tunables[0].value, "b=c");
+
+  for (const char* empty : {"", ":", "::"}) {
+    p = parse_glibc_tunables(empty);
+    EXPECT_TRUE(p.tunables.empty()) << empty;
+    EXPECT_TRUE(p.malformed.empty()) << empty;
+  }
+}
+
+// parse_thread_count_list (libgomp's parse_unsigned_long_list) /////////////////
+
+TEST(ThreadCountList, AsLibgompReadsIt) {
+  EXPECT_EQ(parse_thread_count_list("4"), (Cpus{4}));
+  EXPECT_EQ(parse_thread_count_list("4,2"), (Cpus{4, 2}));
+  EXPECT_EQ(parse_thread_count_list(" 8 "), (Cpus{8}));
+  EXPECT_EQ(parse_thread_count_list("+3"), (Cpus{3}));
+  EXPECT_EQ(parse_thread_count_list("4 , 2"), (Cpus{4, 2}));
+  for (const char* bad : {"", "0", "four", "4,,2", "2,", ",2", "-1", "4 2", "4,0", "2.5", "99999999999999999999"})
+    EXPECT_FALSE(parse_thread_count_list(bad).has_value()) << '"' << bad << '"';
+}
+
+// parse_cuda_visible_devices ///////////////////////////////////////////////////
+
+TEST(CudaVisibleDevices, Indices) {
+  CudaVisibleDevices d = parse_cuda_visible_devices("0,1");
+  EXPECT_EQ(d.raw, "0,1");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"0", "1"}));
+  EXPECT_FALSE(d.stopped_at);
+  EXPECT_FALSE(d.duplicate);
+
+  d = parse_cuda_visible_devices(" 2, 3");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"2", "3"}));
+
+  // strtoul-like: "1gpu2,2ampere" is "1,2".
+  d = parse_cuda_visible_devices("1gpu2,2ampere");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"1", "2"}));
+  EXPECT_FALSE(d.stopped_at);
+}
+
+TEST(CudaVisibleDevices, DuplicateHidesAll) {
+  CudaVisibleDevices d = parse_cuda_visible_devices("0,0");
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_EQ(d.duplicate, "0");
+
+  d = parse_cuda_visible_devices("1,2,01");  // "01" is ordinal 1 again
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_EQ(d.duplicate, "1");
+
+  d = parse_cuda_visible_devices("GPU-8a1c,GPU-8a1c");
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_EQ(d.duplicate, "GPU-8a1c");
+}
+
+TEST(CudaVisibleDevices, StopsAtInvalidEntry) {
+  CudaVisibleDevices d = parse_cuda_visible_devices("0,x,1");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(d.stopped_at, "x");
+  EXPECT_FALSE(d.duplicate);
+
+  d = parse_cuda_visible_devices("3,,1");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"3"}));
+  EXPECT_EQ(d.stopped_at, "");
+
+  d = parse_cuda_visible_devices("-1");
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_EQ(d.stopped_at, "-1");
+
+  d = parse_cuda_visible_devices("");
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_EQ(d.stopped_at, "");
+}
+
+TEST(CudaVisibleDevices, Uuids) {
+  const std::string a = "GPU-5e4b1c7a-0f3d-4b9e-8c2a-1d6f0e9b7a35";
+  const std::string b = "GPU-a0c3e5f7-1b2d-4e6f-9a8b-7c6d5e4f3a21";
+  CudaVisibleDevices d = parse_cuda_visible_devices(b + "," + a);
+  EXPECT_EQ(d.devices, (std::vector<std::string>{b, a}));
+  EXPECT_FALSE(d.stopped_at);
+
+  // Indices and UUIDs do not mix: the list stops at the first other kind.
+  d = parse_cuda_visible_devices(a + ",0");
+  EXPECT_EQ(d.devices, (std::vector<std::string>{a}));
+  EXPECT_EQ(d.stopped_at, "0");
+  d = parse_cuda_visible_devices("0," + a);
+  EXPECT_EQ(d.devices, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(d.stopped_at, a);
+
+  const std::string mig = "MIG-4f1e2d3c-5b6a-7980-a1b2-c3d4e5f60718";
+  d = parse_cuda_visible_devices(mig);
+  EXPECT_EQ(d.devices, (std::vector<std::string>{mig}));
+}
+
+// collect_host_facts on the fixture trees ////////////////////////////////////
+
+TEST(FixtureHost, CgroupV1Quota) {
+  HostFacts f = collect_host_facts(fixture("cgroup-v1-quota"));
+  const std::string cid = "8e4f1c3a9b2d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
+  EXPECT_EQ(f.cpu.online, range(0, 15));
+  EXPECT_EQ(f.cpu.possible, range(0, 15));
+  EXPECT_EQ(f.cpu.affinity, range(0, 15));
+  EXPECT_EQ(f.cpu.affinity_source, "/proc/self/status");
+  EXPECT_EQ(f.cpu.cgroup_version, 1);
+  EXPECT_EQ(f.cpu.cgroup_path, "/docker/" + cid);
+  // The mount's root is the container's cgroup: the files are at the mount point.
+  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_TRUE(f.cpu.quota_readable);
+  ASSERT_TRUE(f.cpu.quota);
+  EXPECT_EQ(f.cpu.quota->cgroup_version, 1);
+  EXPECT_EQ(f.cpu.quota->quota_us, 200000);
+  EXPECT_EQ(f.cpu.quota->period_us, 100000);
+  EXPECT_DOUBLE_EQ(f.cpu.quota->cpus(), 2.0);
+  EXPECT_EQ(f.cpu.quota->file, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us");
+  EXPECT_EQ(f.cpu.usable, 2u);
+  EXPECT_EQ(f.cpu.usable_basis, "cgroup v1 quota");
+
+  ASSERT_EQ(f.numa_nodes.size(), 1u);
+  EXPECT_EQ(f.numa_nodes[0].cpus, range(0, 15));
+  EXPECT_EQ(f.memory.total_bytes, 65842516 * KiB);
+  EXPECT_EQ(f.memory.available_bytes, 60123512 * KiB);
+
+  EXPECT_TRUE(f.shm.present);
+  EXPECT_EQ(f.shm.size_bytes, 8 * GiB);  // --shm-size=8g; the /dev mount's size=65536k is not /dev/shm
+  EXPECT_EQ(f.shm.source, "/proc/self/mountinfo size=8388608k");
+  EXPECT_FALSE(f.shm.free_bytes);
+
+  EXPECT_TRUE(f.limits.memlock.known);
+  EXPECT_EQ(f.limits.memlock.soft, 8388608u);
+  EXPECT_EQ(f.limits.memlock.hard, 8388608u);
+  EXPECT_EQ(f.limits.memlock.source, "/proc/self/limits");
+  EXPECT_EQ(f.limits.nofile.soft, 1048576u);
+  EXPECT_EQ(f.limits.nofile.hard, 1048576u);
+  EXPECT_EQ(f.limits.nproc.soft, kUnlimited);
+  EXPECT_EQ(f.limits.nproc.hard, kUnlimited);
+  EXPECT_EQ(f.kernel_release, "5.4.0-150-generic");
+
+  EXPECT_TRUE(f.container.detected);
+  EXPECT_EQ(f.container.kind, "docker");
+  EXPECT_EQ(f.container.markers, (std::vector<std::string>{"/.dockerenv exists", "/proc/1/cgroup: 12:cpuset:/docker/" + cid,
+                                                           "/proc/self/mountinfo: root filesystem is overlay"}));
+  EXPECT_TRUE(f.rdma_devices.empty());
+  EXPECT_FALSE(f.ranks_per_node.count);
+  EXPECT_TRUE(host_findings(f).empty());
+}
+
+TEST(FixtureHost, CgroupV2NestedQuota) {
+  HostFacts f = collect_host_facts(fixture("cgroup-v2-quota"));
+  EXPECT_EQ(f.cpu.online, range(0, 7));
+  EXPECT_EQ(f.cpu.affinity, range(0, 7));
+  EXPECT_EQ(f.cpu.cgroup_version, 2);
+  EXPECT_EQ(f.cpu.cgroup_path, "/training.slice/job-42.slice/run-r3f9c.scope");
+  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup/training.slice/job-42.slice/run-r3f9c.scope");
+  EXPECT_TRUE(f.cpu.quota_readable);
+  // The leaf says "max", job-42.slice 1.5 CPUs, training.slice 4: the tightest wins.
+  ASSERT_TRUE(f.cpu.quota);
+  EXPECT_EQ(f.cpu.quota->cgroup_version, 2);
+  EXPECT_EQ(f.cpu.quota->quota_us, 150000);
+  EXPECT_EQ(f.cpu.quota->period_us, 100000);
+  EXPECT_DOUBLE_EQ(f.cpu.quota->cpus(), 1.5);
+  EXPECT_EQ(f.cpu.quota->ceil_cpus(), 2u);
+  EXPECT_EQ(f.cpu.quota->file, "/sys/fs/cgroup/training.slice/job-42.slice/cpu.max");
+  EXPECT_EQ(f.cpu.usable, 2u);
+  EXPECT_EQ(f.cpu.usable_basis, "cgroup v2 quota");
+
+  EXPECT_EQ(f.memory.total_bytes, 32612344 * KiB);
+  // A tmpfs mounted without size= has the kernel's default size, half of RAM.
+  EXPECT_TRUE(f.shm.present);
+  EXPECT_EQ(f.shm.size_bytes, 32612344 * KiB / 2);
+
+  EXPECT_EQ(f.limits.nofile.soft, 65536u);
+  EXPECT_EQ(f.limits.nofile.hard, 1048576u);
+  EXPECT_EQ(f.limits.nproc.soft, 127157u);
+  EXPECT_EQ(f.kernel_release, "6.5.0-35-generic");
+  EXPECT_FALSE(f.container.detected);
+  EXPECT_EQ(f.container.kind, "");
+  EXPECT_TRUE(f.container.markers.empty());
+  EXPECT_TRUE(host_findings(f).empty());
+}
+
+TEST(FixtureHost, AffinitySubset) {
+  HostFacts f = collect_host_facts(fixture("affinity-subset"));
+  EXPECT_EQ(f.cpu.online, range(0, 63));
+  EXPECT_EQ(f.cpu.possible, range(0, 127));
+  Cpus allowed = range(0, 7);
+  for (u32 c = 32; c <= 39; c++) allowed.push_back(c);
+  EXPECT_EQ(f.cpu.affinity, allowed);
+  EXPECT_EQ(f.cpu.cgroup_version, 2);
+  EXPECT_EQ(f.cpu.cgroup_path, "/system.slice/slurmstepd.scope/job_81234/step_0/user/task_0");
+  // No mountinfo in this tree: the conventional cgroup2 mount point.
+  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_81234/step_0/user/task_0");
+  EXPECT_TRUE(f.cpu.quota_readable);  // "max 100000" everywhere: no quota is a fact
+  EXPECT_FALSE(f.cpu.quota);
+  EXPECT_EQ(f.cpu.usable, 16u);
+  EXPECT_EQ(f.cpu.usable_basis, "affinity");
+
+  // /dev/shm from /proc/mounts.
+  EXPECT_TRUE(f.shm.present);
+  EXPECT_EQ(f.shm.size_bytes, 32 * GiB);
+  EXPECT_EQ(f.shm.source, "/proc/mounts size=33554432k");
+  EXPECT_EQ(f.memory.total_bytes, 527939584 * KiB);
+  EXPECT_EQ(f.limits.memlock.soft, kUnlimited);
+  EXPECT_EQ(f.limits.memlock.hard, kUnlimited);
+  EXPECT_EQ(f.limits.nofile.soft, 131072u);
+  EXPECT_EQ(f.kernel_release, "5.14.0-427.13.1.el9_4.x86_64");
+  EXPECT_FALSE(f.container.detected);
+  EXPECT_TRUE(host_findings(f).empty());
+
+  nlohmann::json j = f;
+  EXPECT_EQ(j["cpus"]["affinity"], "0-7,32-39");
+  EXPECT_EQ(j["cpus"]["affinity_count"], 16);
+  EXPECT_EQ(j["cpus"]["online_count"], 64);
+  EXPECT_EQ(j["cpus"]["possible_count"], 128);
+  EXPECT_EQ(j["cpus"]["usable"], 16);
+  EXPECT_EQ(j["cpus"]["cgroup"]["quota"], nullptr);
+  EXPECT_EQ(j["limits"]["memlock"]["soft"], "unlimited");
+  EXPECT_EQ(j["shm"]["size_bytes"], 34359738368ull);
+}
+
+TEST(FixtureHost, TwoNumaNodes) {
+  HostFacts f = collect_host_facts(fixture("two-numa"));
+  ASSERT_EQ(f.numa_nodes.size(), 2u);  // "online", "has_cpu", ... are not nodes
+  EXPECT_EQ(f.numa_nodes[0].id, 0u);
+  EXPECT_EQ(f.numa_nodes[0].cpus, range(0, 15));
+  EXPECT_EQ(f.numa_nodes[0].mem_total_bytes, 65775616 * KiB);
+  EXPECT_EQ(f.numa_nodes[0].mem_free_bytes, 60123424 * KiB);
+  EXPECT_EQ(f.numa_nodes[1].id, 1u);
+  EXPECT_EQ(f.numa_nodes[1].cpus, range(16, 31));
+  EXPECT_EQ(f.numa_nodes[1].mem_total_bytes, 66058240 * KiB);
+  EXPECT_EQ(f.numa_nodes[1].mem_free_bytes, 61234560 * KiB);
+
+  EXPECT_EQ(f.cpu.online, range(0, 31));
+  EXPECT_EQ(f.cpu.cgroup_version, 2);
+  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup/user.slice/user-1000.slice/session-4.scope");
+  EXPECT_FALSE(f.cpu.quota_readable);  // no cpu.max anywhere on the way up
+  EXPECT_FALSE(f.cpu.quota);
+  EXPECT_EQ(f.cpu.usable, 32u);
+  EXPECT_EQ(f.cpu.usable_basis, "affinity");
+  EXPECT_EQ(f.shm.size_bytes, 65916928 * KiB);
+  EXPECT_EQ(f.memory.total_bytes, 131833856 * KiB);
+  EXPECT_EQ(f.kernel_release, "6.8.0-45-generic");
+  EXPECT_TRUE(host_findings(f).empty());
+
+  nlohmann::json j = f;
+  ASSERT_EQ(j["numa_nodes"].size(), 2u);
+  EXPECT_EQ(j["numa_nodes"][1]["cpus"], "16-31");
+  EXPECT_EQ(j["numa_nodes"][1]["cpu_count"], 16);
+  EXPECT_EQ(j["numa_nodes"][1]["mem_total_bytes"], 66058240ull * 1024);
+}
+
+TEST(FixtureHost, SmallShmInDocker) {
+  HostFacts f = collect_host_facts(fixture("small-shm"));
+  EXPECT_TRUE(f.shm.present);
+  EXPECT_EQ(f.shm.size_bytes, 64 * MiB);
+  EXPECT_EQ(f.shm.source, "/proc/self/mountinfo size=65536k");
+  EXPECT_TRUE(f.container.detected);
+  EXPECT_EQ(f.container.kind, "docker");
+  EXPECT_EQ(f.container.markers,
+            (std::vector<std::string>{"/.dockerenv exists", "/proc/self/mountinfo: root filesystem is overlay"}));
+  EXPECT_EQ(f.cpu.cgroup_version, 2);
+  EXPECT_EQ(f.cpu.cgroup_path, "/");
+  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup");
+  EXPECT_TRUE(f.cpu.quota_readable);
+  EXPECT_FALSE(f.cpu.quota);
+  EXPECT_EQ(f.cpu.usable, 12u);
+  EXPECT_EQ(f.cpu.usable_basis, "affinity");
+  EXPECT_EQ(f.kernel_release, "6.1.0-21-amd64");
+
+  std::vector<Finding> findings = host_findings(f);
+  ASSERT_EQ(rules_of(findings), (std::vector<std::string>{"HOST001"}));
+  EXPECT_EQ(findings[0].subject, "/dev/shm");
+  EXPECT_NE(findings[0].message.find("64 MiB"), std::string::npos) << findings[0].message;
+}
+
+TEST(FixtureHost, LowMemlockWithRdma) {
+  HostFacts f = collect_host_facts(fixture("low-memlock"));
+  EXPECT_EQ(f.rdma_devices, (std::vector<std::string>{"mlx5_0"}));
+  EXPECT_TRUE(f.limits.memlock.known);
+  EXPECT_EQ(f.limits.memlock.soft, 65536u);
+  EXPECT_EQ(f.limits.memlock.hard, 65536u);
+  EXPECT_TRUE(f.limits.nofile.known);
+  EXPECT_EQ(f.limits.nofile.soft, 1024u);
+  EXPECT_EQ(f.limits.nofile.hard, 524288u);
+  EXPECT_EQ(f.limits.nproc.soft, 8253563u);
+  // Two /dev/shm mounts: the later one is on top.
+  EXPECT_EQ(f.shm.size_bytes, 128 * GiB);
+  EXPECT_EQ(f.cpu.usable, 48u);
+  EXPECT_FALSE(f.container.detected);
+  EXPECT_EQ(f.memory.total_bytes, 2113024384 * KiB);
+
+  std::vector<Finding> findings = host_findings(f);
+  ASSERT_EQ(rules_of(findings), (std::vector<std::string>{"HOST002", "HOST003"}));
+  EXPECT_EQ(findings[0].subject, "RLIMIT_MEMLOCK");
+  EXPECT_NE(findings[0].message.find("mlx5_0"), std::string::npos) << findings[0].message;
+  EXPECT_EQ(findings[1].subject, "RLIMIT_NOFILE");
+  EXPECT_NE(findings[1].fix.find("ulimit -n 524288"), std::string::npos) << findings[1].fix;
+}
+
+TEST(FixtureHost, EmptyTreeIsAllUnknown) {
+  TempRoot t;
+  for (const std::string& root : {t.path(), std::string("/nonexistent/mld-hostfacts-root")}) {
+    host::Host h(root, {});
+    HostFacts f;
+    ASSERT_NO_THROW(f = collect_host_facts(h)) << root;
+    EXPECT_FALSE(f.cpu.online) << root;
+    EXPECT_FALSE(f.cpu.possible);
+    EXPECT_FALSE(f.cpu.affinity);
+    EXPECT_EQ(f.cpu.cgroup_version, 0);
+    EXPECT_FALSE(f.cpu.quota_readable);
+    EXPECT_FALSE(f.cpu.quota);
+    EXPECT_FALSE(f.cpu.usable);
+    EXPECT_TRUE(f.numa_nodes.empty());
+    EXPECT_FALSE(f.memory.total_bytes);
+    EXPECT_FALSE(f.memory.available_bytes);
+    EXPECT_FALSE(f.shm.present);
+    EXPECT_FALSE(f.shm.size_bytes);
+    EXPECT_FALSE(f.limits.memlock.known);
+    EXPECT_FALSE(f.limits.nofile.known);
+    EXPECT_FALSE(f.limits.nproc.known);
+    EXPECT_FALSE(f.kernel_release);
+    EXPECT_FALSE(f.container.detected);
+    EXPECT_TRUE(f.rdma_devices.empty());
+    EXPECT_TRUE(host_findings(f).empty());
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = f);
+    EXPECT_EQ(j["cpus"]["usable"], nullptr);
+    EXPECT_EQ(j["shm"]["size_bytes"], nullptr);
+    EXPECT_EQ(j["limits"]["memlock"], nullptr);
+  }
+}
+
+TEST(FixtureHost, MissingSysUsesAffinityOnly) {
+  TempRoot t;
+  t.write("proc/self/status", "Name:\tpython3\nCpus_allowed:\tf0\nCpus_allowed_list:\t4-7\n");
+  t.write("proc/self/cgroup", "0::/user.slice\n");
+  HostFacts f = collect_host_facts(host::Host(t.path(), {}));
+  EXPECT_FALSE(f.cpu.online);
+  EXPECT_EQ(f.cpu.affinity, range(4, 7));
+  EXPECT_FALSE(f.cpu.quota_readable);
+  EXPECT_EQ(f.cpu.usable, 4u);
+  EXPECT_EQ(f.cpu.usable_basis, "affinity");
+  EXPECT_TRUE(f.numa_nodes.empty());
+  EXPECT_FALSE(f.shm.present);
+}
+
+TEST(FixtureHost, ShmMountOptions) {
+  auto shm_of = [](const std::string& options, const std::string& meminfo) {
+    TempRoot t;
+    t.write("proc/self/mountinfo", "30 24 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs " + options + "\n");
+    if (!meminfo.empty()) t.write("proc/meminfo", meminfo);
+    return collect_host_facts(host::Host(t.path(), {})).shm;
+  };
+  EXPECT_EQ(shm_of("rw,size=0k,inode64", "").size_bytes, kUnlimited);  // size=0: no limit
+  EXPECT_EQ(shm_of("rw,size=2g", "").size_bytes, 2 * GiB);
+  EXPECT_EQ(shm_of("rw,size=1048576", "").size_bytes, 1 * MiB);
+  EXPECT_EQ(shm_of("rw,size=25%", "MemTotal:        8000000 kB\n").size_bytes, 8000000 * KiB / 100 * 25);
+  EXPECT_EQ(shm_of("rw,inode64", "MemTotal:        8000000 kB\n").size_bytes, 4000000 * KiB);
+  ShmFacts unknown = shm_of("rw,inode64", "");  // default size, RAM unknown
+  EXPECT_TRUE(unknown.present);
+  EXPECT_FALSE(unknown.size_bytes);
+  EXPECT_FALSE(shm_of("rw,size=lots", "").size_bytes);
+}
+
+TEST(FixtureHost, OnlineCpusWhenNoAffinity) {
+  TempRoot t;
+  t.write("sys/devices/system/cpu/online", "0-5\n");
+  HostFacts f = collect_host_facts(host::Host(t.path(), {}));
+  EXPECT_FALSE(f.cpu.affinity);
+  EXPECT_EQ(f.cpu.usable, 6u);
+  EXPECT_EQ(f.cpu.usable_basis, "online CPUs");
+}
+
+// Ranks per node ///////////////////////////////////////////////////////////////
+
+TEST(RanksPerNode, Precedence) {
+  const Env all = {{"LOCAL_WORLD_SIZE", "8"}, {"SLURM_NTASKS_PER_NODE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  CollectOptions three;
+  three.ranks_per_node = 3;
+  RanksPerNode r = collect_host_facts(fixture("affinity-subset", all), three).ranks_per_node;
+  EXPECT_EQ(r.count, 3u);
+  EXPECT_EQ(r.source, "--ranks-per-node");
+  EXPECT_EQ(r.raw, "3");
+
+  r = collect_host_facts(fixture("affinity-subset", all)).ranks_per_node;
+  EXPECT_EQ(r.count, 8u);
+  EXPECT_EQ(r.source, "LOCAL_WORLD_SIZE");
+  EXPECT_EQ(r.raw, "8");
+
+  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_NTASKS_PER_NODE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}))
+          .ranks_per_node;
+  EXPECT_EQ(r.count, 4u);
+  EXPECT_EQ(r.source, "SLURM_NTASKS_PER_NODE");
+
+  r = collect_host_facts(fixture("affinity-subset", {{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})).ranks_per_node;
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_EQ(r.source, "OMPI_COMM_WORLD_LOCAL_SIZE");
+
+  r = collect_host_facts(fixture("affinity-subset")).ranks_per_node;
+  EXPECT_FALSE(r.count);
+  EXPECT_TRUE(r.ignored.empty());
+}
+
+TEST(RanksPerNode, InvalidValuesAreSkipped) {
+  RanksPerNode r =
+      collect_host_facts(fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "0"}, {"SLURM_NTASKS_PER_NODE", "four"},
+                                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "6"}}))
+          .ranks_per_node;
+  EXPECT_EQ(r.count, 6u);
+  EXPECT_EQ(r.source, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  EXPECT_EQ(r.ignored, (std::vector<std::string>{"LOCAL_WORLD_SIZE=0", "SLURM_NTASKS_PER_NODE=four"}));
+}
+
+TEST(RanksPerNode, SlurmTasksPerNode) {
+  RanksPerNode r =
+      collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "2"}}))
+          .ranks_per_node;
+  EXPECT_EQ(r.count, 3u);  // node 2 is the third entry
+  EXPECT_EQ(r.source, "SLURM_TASKS_PER_NODE");
+  EXPECT_EQ(r.raw, "4(x2),3");
+  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "1"}}))
+          .ranks_per_node;
+  EXPECT_EQ(r.count, 4u);
+  // Without SLURM_NODEID: the largest count.
+  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "2,5(x2)"}})).ranks_per_node;
+  EXPECT_EQ(r.count, 5u);
+}
+
+TEST(RanksPerNode, ThreadFixDividesUsableCpus) {
+  // affinity-subset: 16 usable CPUs; 4 ranks -> 4 threads each.
+  host::Host h = fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "4"}, {"OMP_NUM_THREADS", "four"}});
+  Facts facts = collect(h);
+  FindingList sink;
+  emit_findings(facts, sink);
+  ASSERT_EQ(rules_of(sink.findings), (std::vector<std::string>{"ENV001"}));
+  EXPECT_EQ(sink.findings[0].env_fix, (std::vector<std::string>{"OMP_NUM_THREADS=4"}));
+}
+
+// ENV findings //////////////////////////////////////////////////////////////////
+
+class EnvFindings : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_.mkdir("usr/lib/x86_64-linux-gnu");
+    root_.mkdir("opt/nccl/lib");
+    root_.write("usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "");
+  }
+  EnvFacts env(Env e) const { return collect_env_facts(host::Host(root_.path(), std::move(e))); }
+  TempRoot root_;
+};
+
+TEST_F(EnvFindings, MalformedValues) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* rule;
+  };
+  const Case cases[] = {
+      {"OMP_NUM_THREADS", "four", "ENV001"},
+      {"OMP_NUM_THREADS", "0", "ENV001"},
+      {"OMP_NUM_THREADS", "4,,2", "ENV001"},
+      {"OMP_NUM_THREADS", "2,", "ENV001"},
+      {"OMP_NUM_THREADS", "", "ENV001"},
+      {"MKL_NUM_THREADS", "0", "ENV001"},
+      {"MKL_NUM_THREADS", "4,2", "ENV001"},
+      {"OPENBLAS_NUM_THREADS", "-2", "ENV001"},
+      {"GOTO_NUM_THREADS", "x", "ENV001"},
+      {"NUMBA_NUM_THREADS", "eight", "ENV001"},
+      {"OMP_PROC_BIND", "spred", "ENV002"},
+      {"OMP_PLACES", "core", "ENV002"},
+      {"OMP_PLACES", "cores(0)", "ENV002"},
+      {"OMP_DYNAMIC", "maybe", "ENV002"},
+      {"OMP_WAIT_POLICY", "busy", "ENV002"},
+      {"GOMP_SPINCOUNT", "lots", "ENV002"},
+      {"GOMP_CPU_AFFINITY", "0-3,x", "ENV002"},
+      {"KMP_BLOCKTIME", "fast", "ENV002"},
+      {"KMP_AFFINITY", "compactt", "ENV002"},
+      {"KMP_DUPLICATE_LIB_OK", "TRUE", "ENV003"},
+      {"KMP_DUPLICATE_LIB_OK", "1", "ENV003"},
+      {"KMP_DUPLICATE_LIB_OK", "yes", "ENV003"},
+      {"MKL_THREADING_LAYER", "INTELL", "ENV004"},
+      {"MKL_THREADING_LAYER", "PGI", "ENV004"},
+      {"MKL_SERVICE_FORCE_INTEL", "1", "ENV005"},
+      {"NUMBA_THREADING_LAYER", "openmp", "ENV006"},
+      {"OPENBLAS_CORETYPE", "Haswel", "ENV007"},
+      {"TORCH_CUDA_ARCH_LIST", "8.0 ", "ENV008"},
+      {"TORCH_CUDA_ARCH_LIST", "7.0;;8.0", "ENV008"},
+      {"TORCH_CUDA_ARCH_LIST", "sm_80", "ENV008"},
+      {"CUDA_VISIBLE_DEVICES", "0,1,0", "ENV009"},
+      {"CUDA_VISIBLE_DEVICES", "0,x,1", "ENV010"},
+      {"CUDA_VISIBLE_DEVICES", "0,,1", "ENV010"},
+      {"LD_LIBRARY_PATH", "/usr/lib/x86_64-linux-gnu:", "ENV011"},
+      {"LD_LIBRARY_PATH", "lib:/usr/lib/x86_64-linux-gnu", "ENV011"},
+      {"LD_PRELOAD", "./libfoo.so", "ENV011"},
+      {"LD_LIBRARY_PATH", "/usr/local/cuda-11.8/lib64:/usr/lib/x86_64-linux-gnu", "ENV012"},
+      {"LD_PRELOAD", "/opt/missing/libtcmalloc.so.4", "ENV013"},
+      {"GLIBC_TUNABLES", "glibc.malloc.arenamax=2", "ENV014"},
+      {"GLIBC_TUNABLES", "glibc.malloc.check:glibc.malloc.arena_max=2", "ENV014"},
+      {"NCCL_DEBUG", "VERBOSE", "ENV015"},
+  };
+  for (const Case& c : cases) {
+    EnvFacts f = env({{c.name, c.value}, {"PATH", "/usr/bin"}});
+    ASSERT_EQ(rules_of(f.findings), (std::vector<std::string>{c.rule})) << c.name << "=\"" << c.value << '"';
+    EXPECT_EQ(f.findings[0].subject, c.name);
+    ASSERT_FALSE(f.findings[0].evidence.empty());
+    EXPECT_EQ(f.findings[0].evidence[0].text, std::string(c.name) + "=" + c.value);
+    EXPECT_FALSE(f.findings[0].fix.empty());
+  }
+}
+
+TEST_F(EnvFindings, FindingDetails) {
+  EnvFacts f = env({{"CUDA_VISIBLE_DEVICES", "0,x,1"}});
+  ASSERT_TRUE(f.cuda_visible_devices);
+  EXPECT_EQ(f.cuda_visible_devices->devices, (std::vector<std::string>{"0"}));
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_NE(f.findings[0].message.find("\"x\""), std::string::npos) << f.findings[0].message;
+  EXPECT_NE(f.findings[0].message.find("only 0"), std::string::npos) << f.findings[0].message;
+
+  f = env({{"MKL_THREADING_LAYER", "INTELL"}});
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].env_fix, (std::vector<std::string>{"MKL_THREADING_LAYER=GNU"}));
+
+  f = env({{"NCCL_DEBUG", "VERBOSE"}});
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_EQ(f.findings[0].env_fix, (std::vector<std::string>{"NCCL_DEBUG=INFO"}));
+
+  f = env({{"LD_LIBRARY_PATH", "/usr/local/cuda-11.8/lib64::/opt/nccl/lib"}});
+  EXPECT_EQ(f.ld_library_path, (std::vector<std::string>{"/usr/local/cuda-11.8/lib64", "", "/opt/nccl/lib"}));
+  EXPECT_EQ(rules_of(f.findings), (std::vector<std::string>{"ENV011", "ENV012"}));
+  EXPECT_NE(f.findings[1].message.find("/usr/local/cuda-11.8/lib64"), std::string::npos);
+  EXPECT_EQ(f.findings[1].message.find("/opt/nccl/lib"), std::string::npos) << f.findings[1].message;
+
+  f = env({{"GLIBC_TUNABLES", "glibc.malloc.check:glibc.malloc.arenamax=2:glibc.malloc.arena_max=2"}});
+  ASSERT_EQ(f.findings.size(), 1u);
+  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.check\" is not name=value"), std::string::npos);
+  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.arenamax\" is not a glibc tunable"), std::string::npos);
+  EXPECT_EQ(f.findings[0].message.find("\"glibc.malloc.arena_max\""), std::string::npos);
+  ASSERT_EQ(f.glibc_tunables.size(), 2u);
+}
+
+TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
+  const Env clean = {
+      {"OMP_NUM_THREADS", "4,2"},
+      {"MKL_NUM_THREADS", "4"},
+      {"OPENBLAS_NUM_THREADS", "1"},
+      {"GOTO_NUM_THREADS", "7"},
+      {"NUMBA_NUM_THREADS", "8"},
+      {"OMP_PROC_BIND", "spread,close"},
+      {"OMP_PLACES", "cores(4)"},
+      {"OMP_DYNAMIC", "false"},
+      {"OMP_WAIT_POLICY", "PASSIVE"},
+      {"GOMP_SPINCOUNT", "10k"},
+      {"GOMP_CPU_AFFINITY", "0 3 1-2 4-15:2"},
+      {"KMP_BLOCKTIME", "200ms"},
+      {"KMP_AFFINITY", "granularity=fine,compact,1,0"},
+      {"KMP_DUPLICATE_LIB_OK", "FALSE"},
+      {"MKL_THREADING_LAYER", "gnu"},
+      {"NUMBA_THREADING_LAYER", "omp"},
+      {"OPENBLAS_CORETYPE", "SkylakeX"},
+      {"TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX"},
+      {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+      {"LD_LIBRARY_PATH", "/usr/lib/x86_64-linux-gnu:/opt/nccl/lib:$ORIGIN/../lib"},
+      {"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 libtcmalloc.so.4"},
+      {"GLIBC_TUNABLES", "glibc.malloc.arena_max=2:glibc.pthread.rseq=0"},
+      {"NCCL_DEBUG", "info"},
+      {"NCCL_SOCKET_IFNAME", "eth0"},
+      {"HOME", "/root"},
+      {"PATH", "/usr/bin"},
+  };
+  EnvFacts f = env(clean);
+  EXPECT_TRUE(f.findings.empty()) << f.findings[0].rule << ": " << f.findings[0].message;
+  EXPECT_EQ(f.threads.omp_num_threads, (Cpus{4, 2}));
+  EXPECT_EQ(f.threads.mkl_num_threads, 4u);
+  EXPECT_EQ(f.threads.openblas_num_threads, 1u);  // OPENBLAS_NUM_THREADS wins over GOTO_NUM_THREADS
+  EXPECT_EQ(f.threads.numba_num_threads, 8u);
+  EXPECT_EQ(f.threads.mkl_threading_layer, "GNU");
+  EXPECT_EQ(f.threads.numba_threading_layer, "omp");
+  ASSERT_TRUE(f.cuda_visible_devices);
+  EXPECT_EQ(f.cuda_visible_devices->devices, (std::vector<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(f.ld_preload,
+            (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "libtcmalloc.so.4"}));
+  ASSERT_EQ(f.glibc_tunables.size(), 2u);
+  // Every steering variable, sorted, and nothing else.
+  std::vector<std::string> names;
+  for (const EnvVar& v : f.variables) names.push_back(v.name);
+  std::vector<std::string> expected;
+  for (const auto& [k, v] : clean)
+    if (k != "HOME" && k != "PATH") expected.push_back(k);
+  EXPECT_EQ(names, expected);
+
+  // Other accepted spellings, each alone.
+  for (const Env& e : std::vector<Env>{
+           {{"OMP_PLACES", "{0:4},{4:4}"}},
+           {{"OMP_PLACES", "threads"}},
+           {{"OMP_PROC_BIND", "TRUE"}},
+           {{"KMP_BLOCKTIME", "infinite"}},
+           {{"KMP_BLOCKTIME", "0"}},
+           {{"GOMP_SPINCOUNT", "infinite"}},
+           {{"TORCH_CUDA_ARCH_LIST", "7.5 8.6"}},
+           {{"TORCH_CUDA_ARCH_LIST", "Ampere"}},
+           {{"TORCH_CUDA_ARCH_LIST", "9.0a"}},
+           {{"TORCH_CUDA_ARCH_LIST", ""}},
+           {{"MKL_THREADING_LAYER", ""}},
+           {{"CUDA_VISIBLE_DEVICES", "-1"}},
+           {{"CUDA_VISIBLE_DEVICES", ""}},
+           {{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}},
+           {{"CUDA_VISIBLE_DEVICES", "GPU-5e4b1c7a-0f3d-4b9e-8c2a-1d6f0e9b7a35"}},
+           {{"LD_LIBRARY_PATH", ""}},
+           {{"KMP_DUPLICATE_LIB_OK", "0"}},
+           {{"NCCL_DEBUG", "WARN"}},
+           {{"GOTO_NUM_THREADS", "3"}},
+       }) {
+    EnvFacts g = env(e);
+    EXPECT_TRUE(g.findings.empty()) << e.begin()->first << "=\"" << e.begin()->second << "\": "
+                                    << (g.findings.empty() ? "" : g.findings[0].rule + " " + g.findings[0].message);
+  }
+  EXPECT_EQ(env({{"GOTO_NUM_THREADS", "3"}}).threads.openblas_num_threads, 3u);
+}
+
+// The live machine ////////////////////////////////////////////////////////////////
+
+TEST(LiveHost, UsableCpusAgreeWithNproc) {
+  HostFacts f = collect_host_facts(host::Host::live());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  ASSERT_TRUE(f.cpu.affinity);
+  EXPECT_EQ(f.cpu.affinity->size(), static_cast<size_t>(CPU_COUNT(&set)));
+
+  // nproc counts the affinity mask (and honours OMP_NUM_THREADS, so unset it).
+  test::CommandResult r = test::run_command("env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc");
+  ASSERT_EQ(r.status, 0);
+  u32 nproc = static_cast<u32>(std::stoul(r.out));
+  ASSERT_TRUE(f.cpu.usable);
+  if (f.cpu.quota)
+    EXPECT_LE(*f.cpu.usable, nproc);  // a CFS quota may lower it; nproc ignores v1 quotas
+  else
+    EXPECT_EQ(*f.cpu.usable, nproc);
+  EXPECT_TRUE(f.memory.total_bytes);
+  EXPECT_TRUE(f.limits.nofile.known);
+  EXPECT_EQ(f.limits.nofile.source, "getrlimit");
+  EXPECT_TRUE(f.kernel_release);
+}
+
+TEST(LiveHost, GlibcTunablesDoNotThrow) {
+  host::Host live = host::Host::live();
+  std::string tunables = live.getenv("GLIBC_TUNABLES").value_or("glibc.malloc.arena_max=2");
+  EXPECT_NO_THROW(parse_glibc_tunables(tunables));
+  EXPECT_NO_THROW(collect_env_facts(live));
+  live.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2:=::x:glibc.rtld.nns");
+  EnvFacts f;
+  ASSERT_NO_THROW(f = collect_env_facts(live));
+  ASSERT_EQ(f.glibc_tunables.size(), 1u);
+  EXPECT_EQ(f.glibc_tunables[0].key, "glibc.malloc.arena_max");
+}
