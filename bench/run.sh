@@ -5,3 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bench/libs-vs-peers.py build/mldoctor
 /usr/bin/python3 bench/logs-vs-peers.py build/mldoctor
+/usr/bin/python3 bench/check-vs-collect-env.py build/mldoctor

@@ -6,6 +6,7 @@
 // order-dependent failures predictable — which OpenMP runtime is first, which
 // import runs out of static TLS, which libstdc++ answers a GLIBCXX need.
 #include <algorithm>
+#include <future>
 #include <map>
 #include <set>
 
@@ -42,11 +43,10 @@ std::string layer_name(const std::string& module) {
 // Replays `steps` into the interpreter's process. numba lists every
 // threading-layer candidate; the first whose dlopen succeeds wins and the
 // others never load.
-ImportSimulation simulate(loader::Loader& loader, const std::string& program,
+ImportSimulation simulate(loader::Loader& loader, const std::string& program, loader::Process start,
                           std::vector<pyenv::ImportStep> steps, const loader::StaticTlsParams& params) {
   ImportSimulation sim;
   sim.program = program;
-  loader::Process start = loader.load_program(program);
 
   std::vector<size_t> candidates;
   for (size_t i = 0; i < steps.size(); i++)
@@ -168,48 +168,99 @@ std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts:
   return static_cast<u32>(cores.size());
 }
 
+namespace {
+
+u16 native_machine() {
+#if defined(__aarch64__)
+  return elf::EM_AARCH64;
+#else
+  return elf::EM_X86_64;
+#endif
+}
+
+struct ScanResult {
+  std::optional<pyenv::Environment> env;
+  std::string error;
+};
+
+}  // namespace
+
 CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   CheckReport r;
+  const std::vector<std::string>& imports = options.imports.empty() ? kUsualImports : options.imports;
+
+  // The probe is a Python start-up (tens of milliseconds, mostly waiting):
+  // it runs on its own thread while this one reads the host and loads the
+  // interpreter's own dependencies, which do not depend on its answer.
+  pyenv::ScanOptions so;
+  so.python = options.python;
+  so.run_interpreter = host.is_live_root();
+  for (const pyenv::KnownPackage& k : pyenv::known_packages()) so.packages.emplace_back(k.import_name);
+  for (const std::string& name : imports)
+    if (std::find(so.packages.begin(), so.packages.end(), name) == so.packages.end()) so.packages.push_back(name);
+  std::future<ScanResult> scan = std::async(std::launch::async, [&host, so] {
+    ScanResult out;
+    try {
+      out.env = pyenv::scan_environment(host, so);
+    } catch (const pyenv::PyenvError& e) {
+      out.error = e.what();
+    }
+    return out;
+  });
+
   hostfacts::CollectOptions co;
   co.ranks_per_node = options.ranks_per_node;
   r.facts = hostfacts::collect(host, co);
   r.physical_cores = count_physical_cores(host, r.facts.host.cpu);
 
-  pyenv::ScanOptions so;
-  so.python = options.python;
-  so.run_interpreter = host.is_live_root();
-  const std::vector<std::string>& imports = options.imports.empty() ? kUsualImports : options.imports;
-  for (const pyenv::KnownPackage& k : pyenv::known_packages()) so.packages.emplace_back(k.import_name);
-  for (const std::string& name : imports)
-    if (std::find(so.packages.begin(), so.packages.end(), name) == so.packages.end()) so.packages.push_back(name);
-  try {
-    r.python = pyenv::scan_environment(host, so);
-  } catch (const pyenv::PyenvError& e) {
-    r.python_error = e.what();
-  }
-
-  const u16 machine = r.python ? machine_of(r.python->python.machine) : elf::EM_X86_64;
+  u16 machine = native_machine();
   loader::SearchConfig config = loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
   if (!options.glibc.empty()) {
     r.glibc = loader::parse_glibc_version(options.glibc);
-    if (!r.glibc) throw std::runtime_error("--glibc " + options.glibc + ": expected a release like 2.36");
+    if (!r.glibc) {
+      scan.wait();
+      throw std::runtime_error("--glibc " + options.glibc + ": expected a release like 2.36");
+    }
   } else {
     r.glibc = loader::detect_glibc_version(host, config.system_dirs);
   }
   if (r.glibc)
     r.facts.host.glibc_version = std::to_string(r.glibc->major) + "." + std::to_string(r.glibc->minor);
 
+  std::optional<loader::Loader> loader;
+  std::optional<loader::Process> start;
+  std::string program;
+  if (r.glibc) {
+    loader.emplace(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
+    try {
+      program = pyenv::choose_interpreter(host, options.python).path;
+      start = loader->load_program(program);
+    } catch (const std::exception&) {
+      // The scan reports why there is no interpreter.
+    }
+  }
+
+  ScanResult scanned = scan.get();
+  r.python = std::move(scanned.env);
+  r.python_error = std::move(scanned.error);
+
   if (r.python && r.glibc) {
-    const std::string program = r.python->python.executable.empty() ? r.python->interpreter.path
-                                                                     : r.python->python.executable;
+    if (r.python->interpreter.path != program || machine_of(r.python->python.machine) != machine) {
+      // Another interpreter or architecture than guessed: start again.
+      machine = machine_of(r.python->python.machine);
+      program = r.python->interpreter.path;
+      loader.emplace(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
+      start.reset();
+    }
     std::optional<loader::StaticTlsParams> params =
         loader::StaticTlsParams::for_process(host, machine, *r.glibc, nullptr);
     if (!params) {
       r.imports_error = "static TLS is not modelled for this architecture";
     } else {
       try {
-        loader::Loader loader(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
-        r.imports = simulate(loader, program, pyenv::usual_import_set(*r.python, host, imports), *params);
+        if (!start) start = loader->load_program(program);
+        r.imports = simulate(*loader, program, std::move(*start), pyenv::usual_import_set(*r.python, host, imports),
+                             *params);
       } catch (const std::exception& e) {
         r.imports_error = program + ": " + e.what();
       }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "check/check.h"
 #include "cli/cli.h"
@@ -55,13 +56,6 @@ TorchBuild torch_build(const host::Host& host, const pyenv::Environment& env) {
   return b;
 }
 
-// NVIDIA GPUs the driver exposes (/proc/driver/nvidia/gpus/<pci id>).
-std::optional<size_t> gpu_count(const host::Host& host) {
-  std::optional<std::vector<std::string>> d = host.list_dir("/proc/driver/nvidia/gpus");
-  if (!d) return std::nullopt;
-  return d->size();
-}
-
 struct Header {
   std::vector<std::pair<std::string, std::string>> rows;
   json j;
@@ -87,10 +81,11 @@ std::string cpu_row(const hostfacts::CpuFacts& c, std::optional<u32> cores) {
 Header make_header(const check::CheckReport& r, const host::Host& host) {
   Header h;
   const hostfacts::HostFacts& f = r.facts.host;
-  std::string sys = "Linux " + f.kernel_release.value_or("?") + " · glibc " + f.glibc_version.value_or("?");
+  std::string sys = f.os_name ? *f.os_name + " · " : std::string();
+  sys += "Linux " + f.kernel_release.value_or("unknown") + " · glibc " + f.glibc_version.value_or("unknown");
   if (f.container.detected) sys += " · container: " + f.container.kind;
   h.rows.push_back({"Host", sys});
-  h.rows.push_back({"CPUs", cpu_row(f.cpu, r.physical_cores)});
+  h.rows.push_back({"CPUs", cpu_row(f.cpu, r.physical_cores) + (f.cpu_model ? " · " + *f.cpu_model : "")});
   if (!f.numa_nodes.empty()) {
     std::string n = std::to_string(f.numa_nodes.size()) + " node" + (f.numa_nodes.size() == 1 ? "" : "s");
     for (const hostfacts::NumaNode& node : f.numa_nodes)
@@ -112,9 +107,15 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
   h.rows.push_back({"Ranks", f.ranks_per_node.count ? std::to_string(*f.ranks_per_node.count) + " per node (" +
                                                           f.ranks_per_node.source + ")"
                                                     : "1 per node (no launcher variable)"});
-  std::optional<size_t> gpus = gpu_count(host);
-  h.rows.push_back({"GPUs", gpus ? std::to_string(*gpus) + " (NVIDIA driver)" : "none visible (no NVIDIA driver)"});
-  h.j = {{"gpus", gpus ? json(*gpus) : json(nullptr)}};
+  if (f.nvidia_driver || !f.gpus.empty()) {
+    std::string g = std::to_string(f.gpus.size()) + " · NVIDIA driver " + f.nvidia_driver.value_or("?");
+    std::map<std::string, size_t> models;
+    for (const std::string& m : f.gpus) models[m]++;
+    for (const auto& [m, n] : models) g += " · " + std::to_string(n) + "× " + m;
+    h.rows.push_back({"GPUs", g});
+  } else {
+    h.rows.push_back({"GPUs", "none visible (no NVIDIA kernel module)"});
+  }
 
   if (r.python) {
     const pyenv::Environment& e = *r.python;
@@ -233,14 +234,21 @@ void complete(std::vector<Finding>& findings, const rules::RuleSet& rules) {
 // user's rules are unusable (already reported).
 std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
                                                  const host::Host& host) {
+  // The builtin rules of the findings only, unless the user adds rules.
   rules::RuleSet rule_set;
-  if (!load_rules(common, rule_set)) return std::nullopt;
+  if (!common.rules_dir.empty() || common.no_builtin_rules)
+    if (!load_rules(common, rule_set)) return std::nullopt;
   check::CheckOptions co;
   co.python = opts.python;
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
   co.glibc = opts.glibc;
   check::CheckReport r = check::run_check(host, co);
+  if (common.rules_dir.empty()) {
+    std::vector<std::string> ids;
+    for (const Finding& f : r.findings) ids.push_back(f.rule);
+    rule_set = rules::RuleSet::builtin_subset(ids);
+  }
   complete(r.findings, rule_set);
   return r;
 }
@@ -264,7 +272,6 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
     hostfacts::to_json(host_j, r.facts.host);
     hostfacts::to_json(env_j, r.facts.env);
     host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
-    host_j["gpus"] = header.j["gpus"];
     json py = python_json(r);
     if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
     json doc = {{"schema", "mldoctor.check/1"}, {"version", MLD_VERSION}, {"host", host_j},

@@ -60,28 +60,31 @@ struct Reader {
   }
 
   // Calls fn(entry) for each of `count` entries of `entsize` bytes from
-  // offset 0, `entry` being a Reader over that entry's bytes. A source not
-  // in memory is read through one reused buffer of about 64 KiB, so a large
-  // table (a 10 MB .rela.dyn) is read once and not kept: on the machines
-  // measured, a fresh multi-megabyte buffer costs more in page faults than
-  // the read itself. Requires: the entries inside the structure.
+  // offset 0, `entry` being a ByteView of that entry (its base_offset() the
+  // entry's file offset). A source not in memory is read through one reused
+  // buffer of about 64 KiB, so a large table (a 10 MB .rela.dyn) is read
+  // once and not kept: on the machines measured, a fresh multi-megabyte
+  // buffer costs more in page faults than the read itself. Requires: the
+  // entries inside the structure.
   template <class F>
   void for_each_entry(u64 count, u64 entsize, const char* what, F&& fn) const {
     std::optional<u64> total = checked_mul(count, entsize);
     if (!total || !contains(0, *total)) throw ParseError(std::string(what) + " out of bounds", base);
     if (count == 0 || entsize == 0) return;
-    if (src->in_memory()) {
-      for (u64 i = 0; i < count; i++) fn(sub(i * entsize, entsize, what));
-      return;
-    }
     const u64 per = std::max<u64>(1, (u64{64} << 10) / entsize);
     std::vector<u8> buf;
     for (u64 i = 0; i < count; i += per) {
       const u64 k = std::min(per, count - i);
-      buf.resize(k * entsize);
-      src->copy_out(base + i * entsize, k * entsize, buf.data(), what);
-      const ViewSource chunk(ByteView(buf.data(), buf.size(), base + i * entsize));
-      for (u64 j = 0; j < k; j++) fn(Reader{&chunk, j * entsize, entsize, is64, be});
+      const u64 off = base + i * entsize;
+      ByteView chunk;
+      if (src->in_memory()) {
+        chunk = src->range(off, k * entsize, what);
+      } else {
+        buf.resize(k * entsize);
+        src->copy_out(off, k * entsize, buf.data(), what);
+        chunk = ByteView(buf.data(), buf.size(), off);
+      }
+      for (u64 j = 0; j < k; j++) fn(chunk.sub(j * entsize, entsize, what));
     }
   }
 

@@ -485,9 +485,9 @@ std::vector<std::string_view> ElfFile::tls_definitions() const {
   if (!dynsym_table(&t)) return out;
   const u64 info_at = is_64_ ? 4 : 12, shndx_at = is_64_ ? 6 : 14;
   u64 index = 0;
-  t.syms.sub(0, t.count * t.entsize).for_each_entry(t.count, t.entsize, "DT_SYMTAB", [&](const detail::Reader& e) {
-    const u8 info = e.byte(info_at);
-    if ((info & 0xf) == STT_TLS && (info >> 4) != STB_LOCAL && e.half(shndx_at) != 0)
+  t.syms.sub(0, t.count * t.entsize).for_each_entry(t.count, t.entsize, "DT_SYMTAB", [&](ByteView e) {
+    const u8 info = e.u8_at(info_at);
+    if ((info & 0xf) == STT_TLS && (info >> 4) != STB_LOCAL && e.u16_at(shndx_at, big_endian_) != 0)
       out.push_back(read_symbol(t.syms, t.entsize, t.strtab, index).name);
     index++;
   });
@@ -562,8 +562,8 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
     }
     const detail::Reader r = table.sub(0, g.size);
     const u64 n = g.size / g.entsize;
-    r.for_each_entry(n, g.entsize, g.tag, [&](const detail::Reader& e) {
-      const u64 info = e.addr(is_64_ ? 8 : 4);
+    r.for_each_entry(n, g.entsize, g.tag, [&](ByteView e) {
+      const u64 info = is_64_ ? e.u64_at(8, big_endian_) : e.u32_at(4, big_endian_);
       const u32 type = is_64_ ? static_cast<u32>(info) : static_cast<u32>(info & 0xff);
       const u32 sym = is_64_ ? static_cast<u32>(info >> 32) : static_cast<u32>(info >> 8);
       std::optional<TlsRelocKind> kind = classify(e_machine_, is_64_, type);

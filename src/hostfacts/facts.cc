@@ -203,6 +203,10 @@ void to_json(json& j, const HostFacts& f) {
         {"raw", f.ranks_per_node.count ? json(f.ranks_per_node.raw) : json(nullptr)},
         {"ignored", f.ranks_per_node.ignored}}},
       {"rdma_devices", f.rdma_devices},
+      {"os", opt(f.os_name)},
+      {"cpu_model", opt(f.cpu_model)},
+      {"nvidia_driver", opt(f.nvidia_driver)},
+      {"gpus", f.gpus},
   };
 }
 

@@ -136,6 +136,12 @@ struct HostFacts {
   ContainerFacts container;
   RanksPerNode ranks_per_node;
   std::vector<std::string> rdma_devices;  // /sys/class/infiniband entries
+  std::optional<std::string> os_name;     // PRETTY_NAME of /etc/os-release
+  std::optional<std::string> cpu_model;   // the first "model name" of /proc/cpuinfo
+  // The NVIDIA kernel module's version and each GPU's model, from
+  // /proc/driver/nvidia (no driver library is loaded); empty without one.
+  std::optional<std::string> nvidia_driver;
+  std::vector<std::string> gpus;
 };
 
 struct CollectOptions {

@@ -125,18 +125,36 @@ InterpreterChoice choose_interpreter(const host::Host& host,
 namespace {
 
 // The probe. It must stay cheap and side-effect free: no platform, no os
-// import of its own (sysconfig and site already hold them), no user package.
+// import of its own (sysconfig and site already hold them), no user package,
+// and no json (importing it costs a third of the probe's start-up): the
+// answer is written as JSON by hand, every non-ASCII character escaped.
 // Strings that are not valid UTF-8 (surrogate-escaped bytes in paths) travel
 // as {"hex": ...} so the JSON stays valid.
-constexpr const char* kProbeScript = R"PY(import sys, sysconfig, json, site
+constexpr const char* kProbeScript = R"PY(import sys, sysconfig
 def p(s):
     if s is None: return None
     try:
         s.encode('utf-8'); return s
     except UnicodeEncodeError:
         return {'hex': s.encode('utf-8', 'surrogateescape').hex()}
+def q(s):
+    o = ['"']
+    for c in s:
+        n = ord(c)
+        if c == '"' or c == '\\': o.append('\\' + c)
+        elif 0x20 <= n < 0x7f: o.append(c)
+        elif n > 0xffff:
+            n -= 0x10000; o.append('\\u%04x\\u%04x' % (0xd800 + (n >> 10), 0xdc00 + (n & 0x3ff)))
+        else: o.append('\\u%04x' % n)
+    o.append('"'); return ''.join(o)
+def j(x):
+    if x is None: return 'null'
+    if isinstance(x, int): return str(x)
+    if isinstance(x, str): return q(x)
+    if isinstance(x, dict): return '{' + ','.join(q(k) + ':' + j(x[k]) for k in x) + '}'
+    return '[' + ','.join(j(v) for v in x) + ']'
 v = sys.version_info
-sys.stdout.write(json.dumps({'mldoctor_probe': 1,
+sys.stdout.write(j({'mldoctor_probe': 1,
   'version_info': [v.major, v.minor, v.micro, v.releaselevel],
   'executable': p(sys.executable), 'prefix': p(sys.prefix),
   'base_prefix': p(sys.base_prefix), 'path': [p(x) for x in sys.path],

@@ -323,6 +323,22 @@ const RuleSet& RuleSet::builtin() {
   return set;
 }
 
+RuleSet RuleSet::builtin_subset(const std::vector<std::string>& ids) {
+  RuleSet s;
+  std::vector<RuleError> errors;
+  for (const EmbeddedRule& e : embedded_rules()) {
+    std::string_view name = e.name;
+    if (!name.ends_with(".toml")) continue;
+    name.remove_suffix(5);
+    if (std::find(ids.begin(), ids.end(), name) == ids.end() || s.find(name)) continue;
+    if (auto rule = parse_rule(e.text, std::string("rules/") + e.name, errors)) {
+      rule->builtin = true;
+      s.add(std::move(*rule), errors);
+    }
+  }
+  return s;
+}
+
 RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& errors, bool with_builtin) {
   RuleSet s = with_builtin ? builtin() : RuleSet();
   DIR* d = opendir(dir.c_str());

@@ -413,6 +413,17 @@ TEST(FixtureHost, TwoNumaNodes) {
   EXPECT_EQ(j["numa_nodes"][1]["mem_total_bytes"], 66058240ull * 1024);
 }
 
+TEST(FixtureHost, NvidiaKernelModuleAndOsRelease) {
+  HostFacts f = collect_host_facts(fixture("two-numa"));
+  EXPECT_EQ(f.nvidia_driver, "535.104.05");
+  EXPECT_EQ(f.gpus, (std::vector<std::string>{"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"}));
+  EXPECT_EQ(f.os_name, "Ubuntu 22.04.4 LTS");
+  // Hosts without the module: nothing, not an error.
+  HostFacts none = collect_host_facts(fixture("small-shm"));
+  EXPECT_FALSE(none.nvidia_driver);
+  EXPECT_TRUE(none.gpus.empty());
+}
+
 TEST(FixtureHost, SmallShmInDocker) {
   HostFacts f = collect_host_facts(fixture("small-shm"));
   EXPECT_TRUE(f.shm.present);

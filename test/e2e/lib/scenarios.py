@@ -52,12 +52,12 @@ def has_modules(*names):
 
 
 def skip_unless(*modules, tools=()):
-    """Exits 0 with a SKIP line when a prerequisite is missing on this machine."""
+    """Exits 77 (ctest: skipped) with a SKIP line when a prerequisite is missing."""
     missing = [m for m in modules if not has_modules(m)]
     missing += [t for t in tools if shutil.which(t) is None and not os.path.exists(t)]
     if missing:
         print("SKIP: %s lacks %s" % (PY, ", ".join(missing)))
-        sys.exit(0)
+        sys.exit(77)
 
 
 def scenario_env(pythonpath=None, **extra):
