@@ -121,16 +121,20 @@ void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mk
                 (mkl_service ? "mkl-service prints this and exits at `import mkl`"
                              : "MKL's Intel layer would start libiomp5 beside it");
   } else if (gnu_before) {
+    // mkl-service would see the GNU runtime and pick GNU; plain libmkl_rt
+    // keeps its INTEL default.
+    if (mkl_service) return;
     f.severity = Severity::Warning;
-    f.message = "MKL's threading layer is not set and " + basename_of(gnu_before->path) +
-                " is loaded before libmkl_rt: MKL's default INTEL layer brings libiomp5 beside GNU OpenMP, and "
-                "a child process that inherits MKL_THREADING_LAYER=INTEL from mkl-service exits with "
-                "\"MKL_THREADING_LAYER=INTEL is incompatible with " + basename_of(gnu_before->path) + "\"";
+    f.message = "MKL_THREADING_LAYER is not set: libmkl_rt would run its default INTEL layer on libiomp5 beside " +
+                basename_of(gnu_before->path) + ", loaded before it — two OpenMP thread pools in one process";
   } else {
     f.severity = Severity::Warning;
-    f.message = "libmkl_rt is loaded before " + basename_of(gnu_after->path) +
-                ": MKL picks its INTEL layer (libiomp5) and mkl-service exports MKL_THREADING_LAYER=INTEL to "
-                "child processes, which exit if they import " + gnu_after->brought_by + " first";
+    f.message = "libmkl_rt is loaded before " + basename_of(gnu_after->path) + " (" + gnu_after->brought_by +
+                "): MKL picks its INTEL layer (libiomp5)" +
+                (mkl_service ? ", and mkl-service exports MKL_THREADING_LAYER=INTEL to child processes, which exit "
+                               "with \"MKL_THREADING_LAYER=INTEL is incompatible with " +
+                                   basename_of(gnu_after->path) + "\" if they import it first"
+                             : std::string(", beside GNU OpenMP: two thread pools in one process"));
   }
   f.evidence.push_back({"MKL_THREADING_LAYER " + (raw ? "= " + *raw : std::string("is unset")), "", std::nullopt});
   f.evidence.push_back({basename_of(mkl->path) + " => " + mkl->path + ", loaded by " + mkl_by, "", std::nullopt});

@@ -296,6 +296,12 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
       std::fprintf(out, "\n");
     }
   }
+  // An interpreter the user named and that cannot be examined is a failed
+  // request, not an empty environment.
+  if (opts.python && !r.python) {
+    print_error(r.python_error);
+    return 2;
+  }
   return report::count_at_or_above(all, common.fail_on) > 0 ? 1 : 0;
 }
 
@@ -304,6 +310,10 @@ int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::st
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   const check::CheckReport& r = *checked;
+  if (opts.python && !r.python) {
+    print_error(r.python_error);
+    return 2;
+  }
   std::vector<check::FixSetting> settings = check::fix_settings(r.findings);
   std::FILE* out = stdout;
   if (common.format == OutputFormat::Json) {

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+# labels: scenario
+"""`mldoctor check` and `mldoctor fix` on small fixture environments built here:
+CUDA001 (two majors of one CUDA library), MKL001 as an error under
+MKL_THREADING_LAYER=INTEL, ENV findings turned into `fix` output for bash and
+fish (including an unset), --markdown, and an unusable --python (exit 2)."""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from mldtest import MLDOCTOR, check, check_eq, check_in, finish, scratch  # noqa: E402
+from scenarios import (PY, build_ext_module, build_mkl_env, build_so, expect_finding,  # noqa: E402
+                       expect_no_finding, finding_text, run_check, scenario_env, skip_unless)
+
+
+def run(args, env):
+    return subprocess.run([MLDOCTOR] + args, env=env, capture_output=True, text=True, timeout=120)
+
+
+def two_cuda_majors(t):
+    # Two "packages", each an extension module whose RUNPATH holds its own
+    # libcudart: one built for CUDA 11, one for CUDA 12.
+    for major, soname in (("11", "libcudart.so.11.0"), ("12", "libcudart.so.12")):
+        lib = os.path.join(t, "cu" + major)
+        os.makedirs(lib)
+        build_so(os.path.join(lib, soname), "int cudart_v%s(void) { return %s; }\n" % (major, major),
+                 soname=soname)
+        build_ext_module(t, "ext_cu" + major, needed=["-L" + lib, "-l:" + soname], runpath=lib)
+    env = scenario_env(pythonpath=t)
+    doc, _ = run_check("--import", "ext_cu11,ext_cu12", env=env)
+    f = expect_finding(doc, "CUDA001", "two CUDA majors")
+    if f:
+        text = finding_text(f)
+        check_in("libcudart.so.11.0", text, "CUDA001 names the CUDA 11 runtime")
+        check_in("libcudart.so.12", text, "CUDA001 names the CUDA 12 runtime")
+        check_in("import ext_cu12", text, "CUDA001 names the import that brings the second")
+    doc, _ = run_check("--import", "ext_cu12", env=env)
+    expect_no_finding(doc, "CUDA001", "one CUDA major")
+
+
+def mkl_layer_intel(t):
+    site = os.path.join(t, "site")
+    os.makedirs(site)
+    build_mkl_env(site)
+    env = scenario_env(pythonpath=site, MKL_THREADING_LAYER="INTEL")
+    doc, p = run_check("--import", "torch,mklnumpy", env=env)
+    f = expect_finding(doc, "MKL001", "MKL_THREADING_LAYER=INTEL after torch")
+    if f:
+        check_eq(f.get("severity"), "error", "MKL001 severity with INTEL and libgomp loaded first")
+        check_in("MKL_THREADING_LAYER=GNU", f.get("env_fix") or [], "MKL001 fix")
+        check_in("libgomp.so.1", f.get("message", ""), "MKL001 names the GNU runtime")
+    check_eq(p.returncode if p else None, 1, "exit status with an error finding")
+
+
+def fix_output(t):
+    env = scenario_env(OMP_NUM_THREADS="four", KMP_DUPLICATE_LIB_OK="TRUE")
+    p = run(["fix", "--python", PY, "--import", "numpy"], env)
+    check_eq(p.returncode, 0, "fix exit status: " + p.stderr)
+    check_in("unset KMP_DUPLICATE_LIB_OK\n", p.stdout, "fix unsets KMP_DUPLICATE_LIB_OK")
+    check_in("export OMP_NUM_THREADS='", p.stdout, "fix sets OMP_NUM_THREADS")
+    p = run(["fix", "--shell", "fish", "--python", PY, "--import", "numpy"], env)
+    check_in("set -e KMP_DUPLICATE_LIB_OK\n", p.stdout, "fish unset")
+    check_in("set -gx OMP_NUM_THREADS '", p.stdout, "fish set")
+    # The bash output, evaluated by bash, leaves the settings it printed.
+    bash = subprocess.run(["bash", "-c", 'eval "$("$MLDOCTOR" fix --python %s --import numpy)"; '
+                           'echo "${KMP_DUPLICATE_LIB_OK-unset} $OMP_NUM_THREADS"' % PY],
+                          env=dict(env, MLDOCTOR=MLDOCTOR), capture_output=True, text=True)
+    words = bash.stdout.split()
+    check(len(words) == 2 and words[0] == "unset" and words[1].isdigit(),
+          "eval \"$(mldoctor fix)\" gives %r (stderr %r)" % (bash.stdout, bash.stderr))
+
+
+def markdown_and_errors(t):
+    env = scenario_env()
+    p = run(["check", "--markdown", "--python", PY, "--import", "numpy"], env)
+    check(p.returncode in (0, 1), "markdown exit %d: %s" % (p.returncode, p.stderr))
+    check(p.stdout.startswith("## mldoctor check\n\n| | |\n|---|---|\n"), "markdown header table:\n" + p.stdout[:300])
+    check_in("| Python | 3.", p.stdout, "markdown Python row")
+    p = run(["check", "--python", os.path.join(t, "no-such-python")], env)
+    check_eq(p.returncode, 2, "an unusable --python is a tool error")
+    check_in("no-such-python", p.stderr, "the error names the interpreter")
+
+
+def main():
+    skip_unless("torch", tools=("patchelf", "/usr/lib/x86_64-linux-gnu/libomp.so.5"))
+    t = scratch()
+    try:
+        for step in (two_cuda_majors, mkl_layer_intel, fix_output, markdown_and_errors):
+            d = os.path.join(t, step.__name__)
+            os.makedirs(d)
+            step(d)
+    finally:
+        shutil.rmtree(t, ignore_errors=True)
+    finish("check-cli")
+
+
+if __name__ == "__main__":
+    main()
