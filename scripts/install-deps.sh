@@ -15,6 +15,7 @@ test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 libclang-rt-14-dev lld-14 util-linux
   python3-torch python3-numba python3-opencv python3-numpy
+  libtorch-dev pybind11-dev python3-dev
 )
 
 pkgs=("${build_pkgs[@]}")

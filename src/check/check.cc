@@ -269,8 +269,18 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     r.imports_error = "the C library's release could not be read (pass --glibc)";
   }
 
+  jit::JitOptions jo;
+  jo.cwd = options.cwd;
+  if (r.python) {
+    jo.python_tag = "py" + std::to_string(r.python->python.major) + std::to_string(r.python->python.minor);
+    jo.torch_installed = r.python->find_package("torch") != nullptr;
+    jo.torch_cuda = pyenv::torch_build(host, *r.python).cuda;
+  }
+  r.jit = jit::scan(host, jo);
+
   FindingList list;
   hostfacts::emit_findings(r.facts, list);
+  for (const Finding& f : r.jit.findings) list.add(f);
   find_native_hazards(r, host, list);
   find_thread_hazards(r, list);
   r.findings = std::move(list.findings);

@@ -10,7 +10,8 @@
 //   CUDA001 two major versions of one CUDA library in one process
 //   THR001  threads per process × ranks per node beyond the usable CPUs
 //   THR002  numba's OpenMP layer resetting torch's thread count (shared libgomp)
-// plus the host and environment findings of hostfacts (HOST*, ENV*).
+// plus the host and environment findings of hostfacts (HOST*, ENV*) and the
+// extension build caches' of jit (JIT*).
 //
 // Analysis only: nothing here prints; the CLI renders a CheckReport.
 #pragma once
@@ -22,6 +23,7 @@
 #include "findings/findings.h"
 #include "host/host.h"
 #include "hostfacts/hostfacts.h"
+#include "jit/jit.h"
 #include "loader/loader.h"
 #include "pyenv/pyenv.h"
 
@@ -35,6 +37,7 @@ struct CheckOptions {
   std::vector<std::string> imports;
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // override of the detected release ("2.31")
+  std::string cwd;                    // the job's directory (Megatron's fused_kernels/build)
 };
 
 // One OpenMP runtime the simulated process would hold.
@@ -66,6 +69,7 @@ struct CheckReport {
   std::optional<ImportSimulation> imports;   // nullopt without a Python environment
   std::string imports_error;                 // why the simulation could not run
   std::optional<u32> physical_cores;         // torch's default intra-op thread count
+  jit::JitReport jit;                        // extension build caches and toolchain
   std::vector<Finding> findings;             // sorted: errors first, then by rule
 };
 

@@ -5,6 +5,8 @@
 // ranks per node, the native-layer variables, the OpenMP runtimes of the
 // import set), then the findings. fix prints the environment settings of the
 // findings as shell code for `eval "$(mldoctor fix)"`.
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -20,41 +22,6 @@ namespace mld::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-// torch/version.py: `cuda = '12.1'` or `cuda = None`, `__version__ = '...'`.
-struct TorchBuild {
-  std::optional<std::string> cuda;  // nullopt: CPU-only build
-  bool known = false;
-};
-
-TorchBuild torch_build(const host::Host& host, const pyenv::Environment& env) {
-  TorchBuild b;
-  const pyenv::ImportedPackage* t = env.find_package("torch");
-  if (!t) return b;
-  std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16);
-  if (!text) return b;
-  size_t pos = 0;
-  while (pos < text->size()) {
-    size_t end = text->find('\n', pos);
-    if (end == std::string::npos) end = text->size();
-    std::string line = text->substr(pos, end - pos);
-    pos = end + 1;
-    if (!line.starts_with("cuda")) continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string v = trimmed(line.substr(eq + 1));
-    v.erase(0, v.find_first_not_of(' '));
-    b.known = true;
-    if (v.find("None") == std::string::npos && v.size() >= 2) b.cuda = v.substr(1, v.size() - 2);
-    break;
-  }
-  return b;
-}
 
 struct Header {
   std::vector<std::pair<std::string, std::string>> rows;
@@ -128,7 +95,7 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + v;
       pj[p.import_name] = p.version ? json(*p.version) : json(nullptr);
       if (p.import_name == "torch") {
-        TorchBuild tb = torch_build(host, e);
+        pyenv::TorchBuild tb = pyenv::torch_build(host, e);
         if (tb.known) pk += tb.cuda ? " (CUDA " + *tb.cuda + ")" : " (CPU build)";
         h.j["torch_cuda"] = tb.cuda ? json(*tb.cuda) : json(nullptr);
       }
@@ -243,6 +210,10 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
   co.glibc = opts.glibc;
+  if (host.is_live_root()) {
+    char buf[4096];
+    if (getcwd(buf, sizeof buf)) co.cwd = buf;
+  }
   check::CheckReport r = check::run_check(host, co);
   if (common.rules_dir.empty()) {
     std::vector<std::string> ids;

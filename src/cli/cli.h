@@ -55,6 +55,14 @@ struct CheckOptions {
 };
 
 int run_check(const CommonOptions& common, const CheckOptions& opts);
+
+struct JitCliOptions {
+  std::vector<std::string> paths;     // --path
+  bool fix = false;
+  bool dry_run = false;
+  std::optional<std::string> python;  // --python
+};
+int run_jit(const CommonOptions& common, const JitCliOptions& opts);
 // `shell` is "bash" or "fish".
 int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::string& shell);
 

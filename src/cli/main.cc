@@ -100,6 +100,16 @@ int main(int argc, char** argv) {
   fix_cmd->add_option("--shell", shell, "shell syntax")->check(CLI::IsMember({"bash", "fish"}));
   add_check_options(fix_cmd);
 
+  JitCliOptions jit;
+  std::string jit_python;
+  CLI::App* jit_cmd = app.add_subcommand(
+      "jit", "extension build caches (torch cpp_extension, Megatron fused kernels): stale locks, toolchain");
+  jit_cmd->add_option("--path", jit.paths, "also look at this build root or build directory (repeatable)");
+  jit_cmd->add_flag("--fix", jit.fix, "remove stale locks (never one a live process holds); prints each action");
+  jit_cmd->add_flag("--dry-run", jit.dry_run, "with --fix: show what would be done, change nothing");
+  jit_cmd->add_option("--python", jit_python, "the interpreter whose torch the builds are for");
+  add_common(jit_cmd);
+
   CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   add_common(rules_cmd);
   std::string explain_id;
@@ -133,6 +143,14 @@ int main(int argc, char** argv) {
   check.imports = split_commas(imports);
   libs.load_order = split_commas(load_order);
   try {
+    if (*jit_cmd) {
+      if (jit.dry_run && !jit.fix) {
+        print_error("--dry-run goes with --fix");
+        return 2;
+      }
+      if (!jit_python.empty()) jit.python = jit_python;
+      return run_jit(common, jit);
+    }
     if (*check_cmd) return run_check(common, check);
     if (*fix_cmd) return run_fix(common, check, shell);
     if (*libs_cmd) return run_libs(common, libs);

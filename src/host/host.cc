@@ -2,7 +2,8 @@
 // it is the live system; with any other root every absolute path (and every
 // absolute symlink met on the way) is resolved inside that tree, the way a
 // chroot would see it, using openat2(RESOLVE_IN_ROOT) where the kernel has it
-// and a bounded manual walk otherwise. Nothing here writes.
+// and a bounded manual walk otherwise. Nothing here writes, except remove_file
+// (`--fix` only), which unlinks one file and never follows a symlink.
 #include "host/host.h"
 
 #include <cpuid.h>
@@ -80,6 +81,24 @@ struct Fd {
     if (fd >= 0) close(fd);
   }
 };
+// A FileStat from a stat()/lstat() result (rc and errno as they returned).
+FileStat stat_result(int rc, const struct stat& st) {
+  FileStat out;
+  if (rc != 0) {
+    out.error = errno;
+    out.kind = (errno == ENOENT || errno == ENOTDIR) ? FileKind::Missing : FileKind::Error;
+    return out;
+  }
+  out.id = FileId{static_cast<u64>(st.st_dev), static_cast<u64>(st.st_ino)};
+  out.size = static_cast<u64>(st.st_size);
+  out.mtime = static_cast<i64>(st.st_mtim.tv_sec);
+  out.uid = static_cast<u32>(st.st_uid);
+  out.symlink = S_ISLNK(st.st_mode);
+  out.kind = S_ISREG(st.st_mode)   ? FileKind::Regular
+             : S_ISDIR(st.st_mode) ? FileKind::Directory
+                                   : FileKind::Other;
+  return out;
+}
 }  // namespace
 
 FileStat Host::stat(std::string_view path) const {
@@ -98,17 +117,7 @@ FileStat Host::stat(std::string_view path) const {
     Fd f(open_in_root(root.fd, path, O_PATH));
     rc = f.fd < 0 ? -1 : fstat(f.fd, &st);
   }
-  if (rc != 0) {
-    out.error = errno;
-    out.kind = (errno == ENOENT || errno == ENOTDIR) ? FileKind::Missing : FileKind::Error;
-    return out;
-  }
-  out.id = FileId{static_cast<u64>(st.st_dev), static_cast<u64>(st.st_ino)};
-  out.size = static_cast<u64>(st.st_size);
-  out.kind = S_ISREG(st.st_mode)   ? FileKind::Regular
-             : S_ISDIR(st.st_mode) ? FileKind::Directory
-                                   : FileKind::Other;
-  return out;
+  return stat_result(rc, st);
 }
 
 MappedFile Host::map(std::string_view path) const {
@@ -140,6 +149,65 @@ std::shared_ptr<SparseFile> Host::open_sparse(std::string_view path) const {
     throw IoError(std::string(path) + ": " + errno_text(err));
   }
   return SparseFile::adopt(fd, std::string(path), open_confined);
+}
+
+FileStat Host::lstat(std::string_view path) const {
+  struct stat st;
+  int rc;
+  if (is_live_root()) {
+    rc = ::lstat(std::string(path).c_str(), &st);
+  } else {
+    // The directories on the way are confined to the root; the last
+    // component is not followed.
+    std::string p(path);
+    size_t slash = p.find_last_of('/');
+    std::string dir = slash == std::string::npos || slash == 0 ? "/" : p.substr(0, slash);
+    std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+    Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    Fd d(root.fd < 0 ? -1 : open_in_root(root.fd, dir, O_PATH | O_DIRECTORY));
+    rc = d.fd < 0 ? -1 : fstatat(d.fd, name.empty() ? "." : name.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+  }
+  return stat_result(rc, st);
+}
+
+bool Host::remove_file(std::string_view path, std::string* error) const {
+  auto fail = [&](const std::string& what, int err) {
+    if (error) *error = what + ": " + errno_text(err);
+    return false;
+  };
+  std::string p(path);
+  if (p.empty() || p[0] != '/') return fail(p, EINVAL);
+  // Walk from the root one component at a time, refusing symlinks.
+  int dir = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return fail(root_, errno);
+  Fd current(dir);
+  std::vector<std::string> parts;
+  for (size_t i = 1; i <= p.size();) {
+    size_t j = p.find('/', i);
+    if (j == std::string::npos) j = p.size();
+    std::string c = p.substr(i, j - i);
+    if (c == "..") return fail(p, EINVAL);
+    if (!c.empty() && c != ".") parts.push_back(c);
+    i = j + 1;
+  }
+  if (parts.empty()) return fail(p, EISDIR);
+  for (size_t k = 0; k + 1 < parts.size(); k++) {
+    int next = openat(current.fd, parts[k].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      int err = errno;
+      struct stat link;
+      // O_NOFOLLOW|O_DIRECTORY on a symlink reports ENOTDIR; say what it is.
+      if (fstatat(current.fd, parts[k].c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode)) err = ELOOP;
+      return fail(p, err);
+    }
+    Fd n(next);
+    std::swap(current.fd, n.fd);
+  }
+  struct stat st;
+  if (fstatat(current.fd, parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail(p, errno);
+  if (S_ISDIR(st.st_mode)) return fail(p, EISDIR);
+  if (unlinkat(current.fd, parts.back().c_str(), 0) != 0) return fail(p, errno);
+  return true;
 }
 
 std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {

@@ -34,6 +34,9 @@ struct FileStat {
   FileId id;
   u64 size = 0;
   int error = 0;  // errno when kind is Error or Missing
+  i64 mtime = 0;  // seconds since the epoch
+  u32 uid = 0;
+  bool symlink = false;  // lstat() only: the entry itself is a symbolic link
 };
 
 // x86-64 micro-architecture levels as glibc's glibc-hwcaps names them.
@@ -75,6 +78,15 @@ class Host {
 
   // stat(2) following symlinks, under the root.
   FileStat stat(std::string_view path) const;
+  // The entry itself, not what a final symlink points to (kind Other and
+  // symlink true for a link).
+  FileStat lstat(std::string_view path) const;
+  // The one writing primitive, for `--fix`: removes the regular file or
+  // symbolic link at `path` (never a directory, never the target of a link)
+  // after resolving every directory on the way without following any
+  // symlink: a link anywhere in the path fails with ELOOP instead of leading
+  // out of the tree. False with *error set when it did not remove it.
+  bool remove_file(std::string_view path, std::string* error) const;
   // Maps a regular file under the root. Throws IoError.
   MappedFile map(std::string_view path) const;
   // Opens a regular file under the root to be read by ranges (pread), for

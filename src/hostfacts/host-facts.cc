@@ -322,6 +322,22 @@ void collect_gpus(const host::Host& host, HostFacts& f) {
 
 }  // namespace
 
+std::optional<std::string> filesystem_of(const host::Host& host, std::string_view path) {
+  std::string source;
+  std::vector<detail::MountEntry> mounts = detail::read_mounts(host, &source);
+  if (mounts.empty()) return std::nullopt;
+  const detail::MountEntry* best = nullptr;
+  for (const detail::MountEntry& m : mounts) {
+    const std::string& mp = m.mount_point;
+    const bool under = mp == "/" || path == mp ||
+                       (path.size() > mp.size() && path.substr(0, mp.size()) == mp && path[mp.size()] == '/');
+    // Later entries of the same mount point are mounted over earlier ones.
+    if (under && (!best || mp.size() >= best->mount_point.size())) best = &m;
+  }
+  if (!best) return std::nullopt;
+  return best->fstype;
+}
+
 HostFacts collect_host_facts(const host::Host& host, const CollectOptions& options) {
   HostFacts f;
   f.cpu = collect_cpu_facts(host);

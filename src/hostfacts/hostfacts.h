@@ -221,6 +221,11 @@ struct Facts {
 
 Facts collect(const host::Host& host, const CollectOptions& options = {});
 
+// The filesystem type ("ext4", "nfs4", "lustre") of the mount that holds
+// `path`: the longest mount point of /proc/self/mountinfo that is a prefix
+// of it. nullopt when the mount table cannot be read.
+std::optional<std::string> filesystem_of(const host::Host& host, std::string_view path);
+
 // "64 MiB", "1.5 GiB", "512 bytes"; kUnlimited is "unlimited".
 std::string human_bytes(u64 bytes);
 

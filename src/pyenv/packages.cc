@@ -466,4 +466,31 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
   return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 
+// torch/version.py holds `cuda = '12.1'` (or `cuda = None` for a CPU build),
+// written by torch's build; read as text, never imported.
+TorchBuild torch_build(const host::Host& host, const Environment& env) {
+  TorchBuild b;
+  const ImportedPackage* t = env.find_package("torch");
+  if (!t) return b;
+  std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16);
+  if (!text) return b;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.starts_with("cuda")) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string v = line.substr(eq + 1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.pop_back();
+    v.erase(0, v.find_first_not_of(' '));
+    b.known = true;
+    if (v.find("None") == std::string::npos && v.size() >= 2) b.cuda = v.substr(1, v.size() - 2);
+    break;
+  }
+  return b;
+}
+
 }  // namespace mld::pyenv

@@ -260,6 +260,13 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
 Environment scan_with_facts(const host::Host& host, InterpreterChoice interpreter,
                             PythonFacts python, const std::vector<std::string>& packages = {});
 
+// The CUDA release an installed torch was built for, from torch/version.py.
+struct TorchBuild {
+  bool known = false;               // torch is installed and version.py was read
+  std::optional<std::string> cuda;  // "12.1"; nullopt: a CPU-only build
+};
+TorchBuild torch_build(const host::Host& host, const Environment& env);
+
 // ─── import-set.cc ──────────────────────────────────────────────────────────
 
 enum class LoadTime {

@@ -1,0 +1,149 @@
+// jit-command.cc — `mldoctor jit [--path DIR...] [--fix [--dry-run]]`: the
+// extension build caches, their locks and the toolchain, with the findings;
+// --fix removes stale locks and prints every action (kept locks say why).
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "jit/jit.h"
+#include "pyenv/pyenv.h"
+#include "report/report.h"
+
+namespace mld::cli {
+
+namespace {
+
+using nlohmann::json;
+
+json optional_json(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+
+json extension_json(const jit::Extension& e) {
+  json lock = nullptr;
+  if (e.lock) {
+    json holders = json::array();
+    for (const jit::LockHolder& h : e.lock->holders) holders.push_back({{"pid", h.pid}, {"command", h.command}});
+    lock = {{"path", e.lock->path},
+            {"symlink", e.lock->symlink},
+            {"age_seconds", e.lock->age_seconds ? json(*e.lock->age_seconds) : json(nullptr)},
+            {"holders", holders},
+            {"holders_complete", e.lock->holders_complete},
+            {"filesystem", e.lock->filesystem},
+            {"network_filesystem", e.lock->network_filesystem}};
+  }
+  return {{"name", e.name},   {"path", e.path},     {"root", e.root},
+          {"root_kind", e.root_kind}, {"tag", optional_json(e.tag)}, {"module", optional_json(e.module)},
+          {"build_ninja", e.has_build_ninja}, {"lock", lock}};
+}
+
+}  // namespace
+
+int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
+  host::Host host = host::Host::live();
+  if (common.root != "/") host = host::Host(common.root, host.environment());
+  jit::JitOptions jo;
+  jo.paths = opts.paths;
+  if (common.root == "/") {
+    char buf[4096];
+    if (getcwd(buf, sizeof buf)) jo.cwd = buf;
+  }
+  // The interpreter tells which torch (and which CUDA) the next build is for.
+  pyenv::ScanOptions so;
+  so.python = opts.python;
+  so.run_interpreter = host.is_live_root();
+  so.packages = {"torch"};
+  try {
+    pyenv::Environment env = pyenv::scan_environment(host, so);
+    jo.python_tag = "py" + std::to_string(env.python.major) + std::to_string(env.python.minor);
+    pyenv::TorchBuild tb = pyenv::torch_build(host, env);
+    jo.torch_installed = env.find_package("torch") != nullptr;
+    jo.torch_cuda = tb.cuda;
+  } catch (const pyenv::PyenvError& e) {
+    if (opts.python) {
+      print_error(e.what());
+      return 2;
+    }
+  }
+  jit::JitReport r = jit::scan(host, jo);
+  rules::RuleSet rule_set = rules::RuleSet::builtin();
+  for (Finding& f : r.findings) rules::complete_from_rule(f, rule_set);
+  std::vector<jit::FixAction> actions;
+  if (opts.fix) actions = jit::fix(host, r, opts.dry_run);
+  std::vector<const Finding*> all;
+  for (const Finding& f : r.findings) all.push_back(&f);
+  std::FILE* out = stdout;
+
+  if (common.format == OutputFormat::Json) {
+    json roots = json::array(), exts = json::array(), findings = json::array(), acts = json::array();
+    for (const jit::BuildRoot& b : r.roots) roots.push_back({{"path", b.path}, {"kind", b.kind}});
+    for (const jit::Extension& e : r.extensions) exts.push_back(extension_json(e));
+    for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
+    for (const jit::FixAction& a : actions)
+      acts.push_back({{"action", a.action}, {"path", a.path}, {"done", a.done}, {"reason", a.reason}});
+    const jit::Toolchain& t = r.toolchain;
+    json tc = {{"ninja", optional_json(t.ninja)},
+               {"cuda_home", optional_json(t.cuda_home)},
+               {"cuda_home_source", t.cuda_home_source},
+               {"nvcc", optional_json(t.nvcc)},
+               {"cuda_version", optional_json(t.cuda_version)},
+               {"nvcc_max_gcc", t.nvcc_max_gcc ? json(*t.nvcc_max_gcc) : json(nullptr)},
+               {"gcc", optional_json(t.gcc)},
+               {"gcc_major", t.gcc_major ? json(*t.gcc_major) : json(nullptr)}};
+    json doc = {{"schema", "mldoctor.jit/1"},
+                {"version", MLD_VERSION},
+                {"python_tag", optional_json(jo.python_tag)},
+                {"torch_cuda", jo.torch_installed ? optional_json(jo.torch_cuda) : json(nullptr)},
+                {"roots", roots},
+                {"extensions", exts},
+                {"toolchain", tc},
+                {"processes_scanned", r.processes_scanned},
+                {"findings", findings},
+                {"actions", acts}};
+    std::fprintf(out, "%s\n", doc.dump(2).c_str());
+  } else if (common.format == OutputFormat::Markdown) {
+    std::fprintf(out, "## mldoctor jit\n\n");
+    for (const jit::BuildRoot& b : r.roots) std::fprintf(out, "- build root `%s` (%s)\n", b.path.c_str(), b.kind.c_str());
+    std::fprintf(out, "- %zu extension build%s\n\n", r.extensions.size(), r.extensions.size() == 1 ? "" : "s");
+    report::print_findings_markdown(out, all);
+  } else {
+    report::Style style{common.color, true};
+    if (r.roots.empty()) std::fprintf(out, "no extension build roots found\n");
+    for (const jit::BuildRoot& b : r.roots) {
+      size_t n = 0;
+      for (const jit::Extension& e : r.extensions) n += e.root == b.path;
+      std::fprintf(out, "%s (%s): %zu build%s\n", b.path.c_str(), b.kind.c_str(), n, n == 1 ? "" : "s");
+    }
+    const jit::Toolchain& t = r.toolchain;
+    std::fprintf(out, "toolchain: ninja %s · CUDA %s%s · gcc %s\n", t.ninja ? t.ninja->c_str() : "missing",
+                 t.cuda_version ? t.cuda_version->c_str() : "none",
+                 t.cuda_home ? (" at " + *t.cuda_home).c_str() : "",
+                 t.gcc_major ? std::to_string(*t.gcc_major).c_str() : (t.gcc ? t.gcc->c_str() : "missing"));
+    std::fprintf(out, "\n");
+    if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
+    for (const Finding* f : all) report::print_finding(out, *f, style);
+    if (!actions.empty()) std::fprintf(out, "\n");
+    for (const jit::FixAction& a : actions) {
+      if (a.action == "remove")
+        std::fprintf(out, "%s stale lock %s%s\n", opts.dry_run ? "would remove" : a.done ? "removed" : "could not remove",
+                     a.path.c_str(), a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
+      else
+        std::fprintf(out, "kept %s: %s\n", a.path.c_str(), a.reason.c_str());
+    }
+    std::string summary = report::summary_line(all);
+    if (!summary.empty()) std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+  }
+  for (const jit::FixAction& a : actions)
+    if (a.action == "remove" && !a.done && !opts.dry_run) return 2;
+  // After --fix, what was removed no longer counts against the exit status.
+  size_t failing = 0;
+  for (const Finding* f : all) {
+    bool fixed = false;
+    for (const jit::FixAction& a : actions) fixed |= a.done && a.path == f->subject;
+    if (!fixed && static_cast<int>(f->severity) >= static_cast<int>(common.fail_on)) failing++;
+  }
+  return failing > 0 ? 1 : 0;
+}
+
+}  // namespace mld::cli

@@ -1,0 +1,425 @@
+// jit.cc — finds extension build directories and their locks, decides
+// whether a lock is stale, reads the toolchain the next build would use, and
+// removes stale locks on request.
+//
+// Build roots, as torch.utils.cpp_extension computes them
+// (research/jit-nccl.md §A1): $TORCH_EXTENSIONS_DIR/<name> (no tag level),
+// else ~/.cache/torch_extensions/py{maj}{min}_{cuXY|cpu}/<name>; DeepSpeed's
+// JIT ops use the same roots. Megatron/GPT-NeoX build in
+// megatron/fused_kernels/build itself (one lock for every kernel, every rank
+// and, on a shared filesystem, every node).
+//
+// A lock is held when a live process has it open (/proc/*/fd), since
+// FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
+// only poll os.path.exists and hold nothing.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "hostfacts/hostfacts.h"
+#include "jit/jit.h"
+
+namespace mld::jit {
+
+namespace {
+
+const char* const kNetworkFilesystems[] = {"nfs",  "nfs4",      "lustre", "gpfs",      "cifs",  "smb3",
+                                           "smbfs", "beegfs",   "ceph",   "glusterfs", "fuse.glusterfs",
+                                           "fuse.sshfs", "panfs", "wekafs", "9p",       "afs",   "fuse.s3fs"};
+
+bool is_network_fs(const std::string& fstype) {
+  return std::find(std::begin(kNetworkFilesystems), std::end(kNetworkFilesystems), fstype) !=
+         std::end(kNetworkFilesystems);
+}
+
+bool is_dir(const host::Host& host, const std::string& p) {
+  return host.stat(p).kind == host::FileKind::Directory;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) i++;
+  return s.substr(i);
+}
+
+// `name` on $PATH (as found, not resolved).
+std::optional<std::string> on_path(const host::Host& host, const std::string& name) {
+  std::string path = host.getenv("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find(':', i);
+    if (j == std::string::npos) j = path.size();
+    std::string dir = path.substr(i, j - i);
+    i = j + 1;
+    if (dir.empty() || dir[0] != '/') continue;
+    std::string candidate = host::join_path(dir, name);
+    if (host.stat(candidate).kind == host::FileKind::Regular) return candidate;
+  }
+  return std::nullopt;
+}
+
+// A symlink chain resolved inside the root (relative links against their
+// directory), at most 16 deep.
+std::string resolve_links(const host::Host& host, std::string p) {
+  for (int depth = 0; depth < 16; depth++) {
+    std::optional<std::string> t = host.read_link(p);
+    if (!t) break;
+    p = (*t)[0] == '/' ? *t : host::join_path(p.substr(0, p.rfind('/')), *t);
+  }
+  return p;
+}
+
+void add_extension(const host::Host& host, const std::string& dir, const BuildRoot& root,
+                   std::optional<std::string> tag, std::vector<Extension>& out) {
+  Extension e;
+  e.path = dir;
+  e.name = dir.substr(dir.rfind('/') + 1);
+  e.root = root.path;
+  e.root_kind = root.kind;
+  e.tag = std::move(tag);
+  e.has_build_ninja = host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
+  const std::string module = host::join_path(dir, e.name + ".so");
+  if (host.stat(module).kind == host::FileKind::Regular) e.module = module;
+  const std::string lock = host::join_path(dir, "lock");
+  host::FileStat st = host.lstat(lock);
+  if (st.kind != host::FileKind::Missing && st.kind != host::FileKind::Error) {
+    LockState l;
+    l.path = lock;
+    l.symlink = st.symlink;
+    const i64 now = static_cast<i64>(std::time(nullptr));
+    if (st.mtime > 0 && now >= st.mtime) l.age_seconds = now - st.mtime;
+    if (std::optional<std::string> fs = hostfacts::filesystem_of(host, lock)) {
+      l.filesystem = *fs;
+      l.network_filesystem = is_network_fs(*fs);
+    }
+    e.lock = std::move(l);
+  }
+  out.push_back(std::move(e));
+}
+
+// A directory that is itself a build directory (a lock or build.ninja in it).
+bool looks_like_build_dir(const host::Host& host, const std::string& dir) {
+  return host.lstat(host::join_path(dir, "lock")).kind != host::FileKind::Missing ||
+         host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
+}
+
+bool looks_like_tag(const std::string& name) {
+  return name.size() > 3 && name.starts_with("py") && std::isdigit(static_cast<unsigned char>(name[2])) &&
+         name.find('_') != std::string::npos;
+}
+
+// The extensions of one root: `flat` roots hold build directories directly;
+// the cache holds a tag level first.
+void scan_root(const host::Host& host, const BuildRoot& root, std::vector<Extension>& out) {
+  if (looks_like_build_dir(host, root.path)) {
+    add_extension(host, root.path, root, std::nullopt, out);
+    return;
+  }
+  std::optional<std::vector<std::string>> entries = host.list_dir(root.path);
+  if (!entries) return;
+  std::sort(entries->begin(), entries->end());
+  for (const std::string& name : *entries) {
+    const std::string dir = host::join_path(root.path, name);
+    if (host.lstat(dir).symlink || !is_dir(host, dir)) continue;  // never into a linked directory
+    if (looks_like_tag(name) && !looks_like_build_dir(host, dir)) {
+      std::optional<std::vector<std::string>> inner = host.list_dir(dir);
+      if (!inner) continue;
+      std::sort(inner->begin(), inner->end());
+      for (const std::string& ext : *inner) {
+        const std::string edir = host::join_path(dir, ext);
+        if (!host.lstat(edir).symlink && is_dir(host, edir)) add_extension(host, edir, root, name, out);
+      }
+    } else {
+      add_extension(host, dir, root, std::nullopt, out);
+    }
+  }
+}
+
+std::vector<BuildRoot> find_roots(const host::Host& host, const JitOptions& o) {
+  std::vector<BuildRoot> roots;
+  auto add = [&](const std::string& p, const std::string& kind) {
+    if (p.empty() || !is_dir(host, p)) return;
+    for (const BuildRoot& r : roots)
+      if (r.path == p) return;
+    roots.push_back({p, kind});
+  };
+  for (const std::string& p : o.paths) add(p, "--path");
+  if (std::optional<std::string> d = host.getenv("TORCH_EXTENSIONS_DIR")) add(*d, "TORCH_EXTENSIONS_DIR");
+  // torch._appdirs.user_cache_dir: $XDG_CACHE_HOME, else ~/.cache.
+  std::optional<std::string> cache = host.getenv("XDG_CACHE_HOME");
+  if (!cache || cache->empty() || (*cache)[0] != '/') {
+    if (std::optional<std::string> home = host.getenv("HOME")) cache = host::join_path(*home, ".cache");
+  }
+  if (cache) add(host::join_path(*cache, "torch_extensions"), "torch_extensions cache");
+  if (!o.cwd.empty()) add(host::join_path(o.cwd, "megatron/fused_kernels/build"), "megatron fused_kernels");
+  return roots;
+}
+
+// Who has each lock open: one pass over /proc/<pid>/fd.
+void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* scanned) {
+  std::map<std::string, LockState*> by_path;
+  for (Extension& e : exts) {
+    if (!e.lock || e.lock->symlink) continue;
+    by_path[e.lock->path] = &*e.lock;
+    by_path[resolve_links(host, e.lock->path)] = &*e.lock;
+    // /proc/<pid>/fd links name the file by its real path; on the live
+    // machine a symlinked directory on the way ($HOME, ~/.cache) differs.
+    if (host.is_live_root())
+      if (char* real = ::realpath(e.lock->path.c_str(), nullptr)) {
+        by_path[real] = &*e.lock;
+        std::free(real);
+      }
+  }
+  if (by_path.empty()) return;
+  std::optional<std::vector<std::string>> procs = host.list_dir("/proc");
+  if (!procs) {
+    for (auto& [p, l] : by_path) l->holders_complete = false;
+    return;
+  }
+  bool complete = true;
+  for (const std::string& pid : *procs) {
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    (*scanned)++;
+    const std::string fd_dir = "/proc/" + pid + "/fd";
+    std::optional<std::vector<std::string>> fds = host.list_dir(fd_dir);
+    if (!fds) {
+      // Gone since the listing, or another user's process we may not read.
+      if (host.stat("/proc/" + pid).kind == host::FileKind::Directory) complete = false;
+      continue;
+    }
+    for (const std::string& fd : *fds) {
+      std::optional<std::string> target = host.read_link(fd_dir + "/" + fd);
+      if (!target) continue;
+      auto it = by_path.find(*target);
+      if (it == by_path.end()) continue;
+      LockState& l = *it->second;
+      const u32 p = static_cast<u32>(std::stoul(pid));
+      if (std::any_of(l.holders.begin(), l.holders.end(), [&](const LockHolder& h) { return h.pid == p; })) continue;
+      std::string comm = trim(host.read_file("/proc/" + pid + "/comm", 256).value_or(""));
+      l.holders.push_back({p, comm});
+    }
+  }
+  for (auto& [p, l] : by_path) l->holders_complete = complete;
+}
+
+Toolchain find_toolchain(const host::Host& host) {
+  Toolchain t;
+  t.ninja = on_path(host, "ninja");
+  // torch.utils.cpp_extension._find_cuda_home: CUDA_HOME, CUDA_PATH, the
+  // directory above nvcc on PATH, /usr/local/cuda.
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    std::optional<std::string> v = host.getenv(var);
+    if (v && !v->empty()) {
+      t.cuda_home = *v;
+      t.cuda_home_source = var;
+      break;
+    }
+  }
+  if (!t.cuda_home) {
+    if (std::optional<std::string> nvcc = on_path(host, "nvcc")) {
+      std::string real = resolve_links(host, *nvcc);
+      std::string bin = real.substr(0, real.rfind('/'));
+      t.cuda_home = bin.substr(0, bin.rfind('/'));
+      t.cuda_home_source = "nvcc on PATH";
+    } else if (is_dir(host, "/usr/local/cuda")) {
+      t.cuda_home = "/usr/local/cuda";
+      t.cuda_home_source = "/usr/local/cuda";
+    }
+  }
+  if (t.cuda_home) {
+    const std::string nvcc = host::join_path(*t.cuda_home, "bin/nvcc");
+    if (host.stat(nvcc).kind == host::FileKind::Regular) t.nvcc = nvcc;
+    // The toolkit's own headers: `#define CUDA_VERSION 13000` (what nvcc
+    // compiles against; nvcc --version reports the same release).
+    for (const char* h : {"include/cuda.h", "targets/x86_64-linux/include/cuda.h", "targets/sbsa-linux/include/cuda.h"}) {
+      std::optional<std::string> text = host.read_file(host::join_path(*t.cuda_home, h), 1 << 20);
+      if (!text) continue;
+      size_t at = text->find("#define CUDA_VERSION ");
+      if (at == std::string::npos) continue;
+      unsigned long v = std::strtoul(text->c_str() + at + 21, nullptr, 10);
+      if (v >= 1000) t.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+      break;
+    }
+    // crt/host_config.h: "#if __GNUC__ > 15" guards "unsupported GNU version!".
+    for (const char* h : {"include/crt/host_config.h", "targets/x86_64-linux/include/crt/host_config.h"}) {
+      std::optional<std::string> text = host.read_file(host::join_path(*t.cuda_home, h), 1 << 20);
+      if (!text) continue;
+      size_t err = text->find("unsupported GNU version");
+      if (err == std::string::npos) break;
+      size_t guard = text->rfind("__GNUC__ >", err);
+      if (guard != std::string::npos) t.nvcc_max_gcc = std::atoi(text->c_str() + guard + 10);
+      break;
+    }
+  }
+  if (std::optional<std::string> gcc = on_path(host, "gcc")) {
+    std::string real = resolve_links(host, *gcc);
+    t.gcc = real;
+    // Debian names the driver gcc-<major>; a bare "gcc" has no version in
+    // its name and is left unknown rather than executed.
+    std::string base = real.substr(real.rfind('/') + 1);
+    size_t dash = base.rfind('-');
+    if (dash != std::string::npos && dash + 1 < base.size() &&
+        std::all_of(base.begin() + dash + 1, base.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      t.gcc_major = std::atoi(base.c_str() + dash + 1);
+  }
+  return t;
+}
+
+std::string age_text(std::optional<i64> s) {
+  if (!s) return "of unknown age";
+  if (*s < 120) return std::to_string(*s) + " s old";
+  if (*s < 7200) return std::to_string(*s / 60) + " min old";
+  if (*s < 172800) return std::to_string(*s / 3600) + " h old";
+  return std::to_string(*s / 86400) + " days old";
+}
+
+void lock_findings(const JitReport& r, FindingSink& sink) {
+  for (const Extension& e : r.extensions) {
+    if (!e.lock) continue;
+    const LockState& l = *e.lock;
+    Finding f;
+    f.subject = l.path;
+    f.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+    f.evidence.push_back({"lock " + age_text(l.age_seconds) + (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
+                              (l.symlink ? ", a symbolic link" : ""),
+                          "", std::nullopt});
+    if (!l.holders.empty()) {
+      f.rule = "JIT002";
+      f.severity = Severity::Info;
+      std::string who;
+      for (const LockHolder& h : l.holders)
+        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " (" + h.command + ")";
+      f.message = "extension " + e.name + " is being built: " + who + " holds " + l.path;
+      f.evidence.push_back({"held open by " + who, "", std::nullopt});
+      f.fix = "wait for the build to finish; other processes loading " + e.name + " wait on the lock until then";
+    } else if (l.network_filesystem) {
+      f.rule = "JIT003";
+      f.severity = Severity::Warning;
+      f.message = "lock " + l.path + " is on " + l.filesystem + ": no process on this node holds it, but a builder on "
+                  "another node may";
+      f.evidence.push_back({"no local process has it open (" + std::to_string(r.processes_scanned) + " checked)", "",
+                            std::nullopt});
+      f.fix = "check the other nodes sharing " + e.root + " for a running build; if none, rm " + l.path;
+    } else {
+      f.rule = "JIT001";
+      f.severity = l.holders_complete ? Severity::Error : Severity::Warning;
+      f.message = "stale lock " + l.path + ": no process holds it, so every load() of " + e.name +
+                  " waits on it forever (torch's FileBaton has no timeout)";
+      f.evidence.push_back({l.holders_complete
+                                ? "no process has it open (" + std::to_string(r.processes_scanned) + " checked)"
+                                : "no process visible to this user has it open; others' could not be read",
+                            "", std::nullopt});
+      f.fix = "rm " + l.path + "   (or: mldoctor jit --fix)";
+    }
+    sink.add(std::move(f));
+  }
+}
+
+void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& sink) {
+  const Toolchain& t = r.toolchain;
+  if (o.torch_installed && !t.ninja) {
+    Finding f;
+    f.rule = "JIT005";
+    f.severity = Severity::Warning;
+    f.subject = "ninja";
+    f.message = "ninja is not on PATH: torch.utils.cpp_extension.load() fails with \"Ninja is required to load C++ "
+                "extensions\"";
+    f.fix = "install ninja (apt-get install ninja-build, or pip install ninja in this environment)";
+    sink.add(std::move(f));
+  }
+  if (o.torch_cuda && t.cuda_version) {
+    const std::string torch_major = o.torch_cuda->substr(0, o.torch_cuda->find('.'));
+    const std::string nvcc_major = t.cuda_version->substr(0, t.cuda_version->find('.'));
+    if (torch_major != nvcc_major) {
+      Finding f;
+      f.rule = "JIT006";
+      f.severity = Severity::Error;
+      f.subject = t.cuda_home.value_or("CUDA_HOME");
+      f.message = "the CUDA toolkit at " + *t.cuda_home + " is " + *t.cuda_version + " but torch was built with CUDA " +
+                  *o.torch_cuda + ": building CUDA extensions fails (\"The detected CUDA version (" + *t.cuda_version +
+                  ") mismatches the version that was used to compile PyTorch (" + *o.torch_cuda + ")\")";
+      f.evidence.push_back({"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
+      f.fix = "point CUDA_HOME at a CUDA " + torch_major + ".x toolkit, or install the torch build for CUDA " + nvcc_major;
+      sink.add(std::move(f));
+    }
+  }
+  if (t.nvcc && t.nvcc_max_gcc && t.gcc_major && *t.gcc_major > *t.nvcc_max_gcc && o.torch_cuda) {
+    Finding f;
+    f.rule = "JIT007";
+    f.severity = Severity::Error;
+    f.subject = *t.gcc;
+    f.message = "gcc " + std::to_string(*t.gcc_major) + " is newer than nvcc " + t.cuda_version.value_or("") +
+                " accepts (up to " + std::to_string(*t.nvcc_max_gcc) + "): CUDA extension builds stop with "
+                "\"unsupported GNU version!\"";
+    f.evidence.push_back({"gcc on PATH: " + *t.gcc, "", std::nullopt});
+    f.evidence.push_back({"limit from " + *t.cuda_home + "/include/crt/host_config.h", "", std::nullopt});
+    f.fix = "build with a supported host compiler: export CC=gcc-" + std::to_string(*t.nvcc_max_gcc) +
+            " CXX=g++-" + std::to_string(*t.nvcc_max_gcc) + " (and NVCC_CCBIN to the same), or use a newer CUDA";
+    sink.add(std::move(f));
+  }
+}
+
+}  // namespace
+
+JitReport scan(const host::Host& host, const JitOptions& options) {
+  JitReport r;
+  r.roots = find_roots(host, options);
+  for (const BuildRoot& root : r.roots) scan_root(host, root, r.extensions);
+  find_holders(host, r.extensions, &r.processes_scanned);
+  r.toolchain = find_toolchain(host);
+  FindingList list;
+  lock_findings(r, list);
+  toolchain_findings(r, options, list);
+  r.findings = std::move(list.findings);
+  return r;
+}
+
+std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run) {
+  std::vector<FixAction> actions;
+  for (const Extension& e : report.extensions) {
+    if (!e.lock) continue;
+    const LockState& l = *e.lock;
+    FixAction a;
+    a.path = l.path;
+    if (!l.holders.empty()) {
+      a.action = "keep";
+      a.reason = "held by pid " + std::to_string(l.holders.front().pid) + " (" + l.holders.front().command +
+                 "): a build in progress";
+    } else if (l.network_filesystem) {
+      a.action = "keep";
+      a.reason = "on " + l.filesystem + ": a builder on another node may hold it";
+    } else if (!l.holders_complete) {
+      a.action = "keep";
+      a.reason = "some processes' open files could not be read (run as root to check them all)";
+    } else {
+      // Check again right before removing: a build may have started.
+      std::vector<Extension> again = {e};
+      u32 scanned = 0;
+      find_holders(host, again, &scanned);
+      const LockState& now = *again.front().lock;
+      if (!now.holders.empty() || !now.holders_complete) {
+        a.action = "keep";
+        a.reason = now.holders.empty() ? "a process's open files could not be read"
+                                       : "held by pid " + std::to_string(now.holders.front().pid) + " since the scan";
+      } else {
+        a.action = "remove";
+        a.reason = "stale: no process holds it";
+        if (!dry_run) {
+          std::string error;
+          a.done = host.remove_file(l.path, &error);
+          if (!a.done) a.reason = error;
+        }
+      }
+    }
+    actions.push_back(std::move(a));
+  }
+  return actions;
+}
+
+}  // namespace mld::jit

@@ -1,0 +1,106 @@
+// jit.h — extension build caches (`mldoctor jit`): torch.utils.cpp_extension
+// builds under $TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions/py*_*/,
+// Megatron/GPT-NeoX `megatron/fused_kernels/build`, and any --path, with the
+// toolchain the next build would use.
+//
+// The failure this exists for (seed 002): cpp_extension's FileBaton creates
+// `<build dir>/lock` with O_CREAT|O_EXCL, builds, removes it; every other
+// process polls `os.path.exists(lock)` forever, silently. A builder killed
+// mid-build leaves the file and every later load() hangs. The builder keeps
+// the lock's descriptor open while it builds, so on a local filesystem "some
+// process has it open" (a scan of /proc/*/fd) separates a build in progress
+// from a stale lock; on NFS/Lustre the builder may be on another node.
+//
+// Findings: JIT001 stale lock, JIT002 lock held by a live build, JIT003 lock
+// on a network filesystem, JIT005 ninja missing, JIT006 nvcc's CUDA major
+// differs from torch's, JIT007 gcc newer than nvcc accepts. fix() is the only
+// code that changes anything, through host::Host::remove_file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "findings/findings.h"
+#include "host/host.h"
+
+namespace mld::jit {
+
+struct LockHolder {
+  u32 pid = 0;
+  std::string command;  // /proc/<pid>/comm
+};
+
+struct LockState {
+  std::string path;
+  bool symlink = false;          // the lock entry is itself a symbolic link
+  std::optional<i64> age_seconds;
+  std::vector<LockHolder> holders;
+  // Every live process's descriptors could be read (false when running
+  // unprivileged beside other users' processes): only then is "no holder"
+  // a fact.
+  bool holders_complete = true;
+  std::string filesystem;        // fstype of the mount holding it, "" if unknown
+  bool network_filesystem = false;
+};
+
+struct Extension {
+  std::string name;
+  std::string path;       // the build directory
+  std::string root;       // the build root it was found under
+  std::string root_kind;  // "TORCH_EXTENSIONS_DIR", "torch_extensions cache", ...
+  std::optional<std::string> tag;  // "py311_cpu" for the tagged cache layout
+  std::optional<LockState> lock;
+  std::optional<std::string> module;  // the built <name>.so, if any
+  bool has_build_ninja = false;
+};
+
+struct Toolchain {
+  std::optional<std::string> ninja;      // on PATH
+  std::optional<std::string> cuda_home;  // as torch finds it
+  std::string cuda_home_source;          // "CUDA_HOME", "nvcc on PATH", "/usr/local/cuda"
+  std::optional<std::string> nvcc;       // <cuda_home>/bin/nvcc
+  std::optional<std::string> cuda_version;  // "13.0", from the toolkit's cuda.h
+  std::optional<int> nvcc_max_gcc;       // crt/host_config.h: "gcc versions later than N"
+  std::optional<std::string> gcc;        // gcc on PATH, resolved
+  std::optional<int> gcc_major;
+};
+
+struct JitOptions {
+  std::vector<std::string> paths;          // --path
+  std::string cwd;                         // for megatron/fused_kernels/build
+  std::optional<std::string> python_tag;   // "py311" of the examined interpreter
+  bool torch_installed = false;
+  std::optional<std::string> torch_cuda;   // torch.version.cuda; nullopt: CPU build
+};
+
+struct BuildRoot {
+  std::string path;
+  std::string kind;
+};
+
+struct JitReport {
+  std::vector<BuildRoot> roots;  // the roots that exist
+  std::vector<Extension> extensions;
+  Toolchain toolchain;
+  u32 processes_scanned = 0;
+  std::vector<Finding> findings;
+};
+
+// Finds the build roots and extensions, their locks and holders, and the
+// toolchain. Reads only.
+JitReport scan(const host::Host& host, const JitOptions& options);
+
+struct FixAction {
+  std::string action;  // "remove" or "keep"
+  std::string path;
+  bool done = false;
+  std::string reason;
+};
+
+// Removes each stale lock (JIT001) after checking once more that no process
+// holds it; keeps held locks, locks on network filesystems and locks whose
+// holders could not all be checked, saying why. `dry_run`: decide only.
+std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run);
+
+}  // namespace mld::jit

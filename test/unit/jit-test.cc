@@ -1,0 +1,209 @@
+// jit-test.cc — extension build caches on trees built here, read through a
+// rooted host: the cache's tag level, TORCH_EXTENSIONS_DIR's flat layout and
+// Megatron's single build directory; lock holders from a fake /proc whose
+// fd links name the lock; a network filesystem from the mount table; the
+// toolchain from a fake CUDA toolkit's headers; and --fix's removals, which
+// must never follow a symlink.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "jit/jit.h"
+#include "ld-cache-builder.h"
+
+using namespace mld;
+
+namespace {
+
+using mld::test::make_dirs;
+using mld::test::TempDir;
+using mld::test::write_file;
+
+const jit::Extension* find(const jit::JitReport& r, const std::string& name) {
+  for (const jit::Extension& e : r.extensions)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const Finding* finding(const jit::JitReport& r, const std::string& rule) {
+  for (const Finding& f : r.findings)
+    if (f.rule == rule) return &f;
+  return nullptr;
+}
+
+// A tree with a cache of two builds (one locked), a TORCH_EXTENSIONS_DIR
+// build held by pid 4242, a Megatron build dir on NFS, and a mount table.
+struct Tree {
+  TempDir dir;
+  std::string root() const { return dir.path(); }
+  void file(const std::string& p, const std::string& text = "") {
+    make_dirs(root() + p.substr(0, p.rfind('/')));
+    write_file(root() + p, text);
+  }
+  void link(const std::string& p, const std::string& target) {
+    make_dirs(root() + p.substr(0, p.rfind('/')));
+    ASSERT_EQ(symlink(target.c_str(), (root() + p).c_str()), 0) << p;
+  }
+  Tree() {
+    file("/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock");
+    file("/home/u/.cache/torch_extensions/py311_cpu/fused_adam/build.ninja", "rule cxx\n");
+    file("/home/u/.cache/torch_extensions/py311_cpu/cpu_adam/cpu_adam.so", "\x7f" "ELF");
+    file("/ext/x2/lock");
+    file("/proc/4242/comm", "python3\n");
+    link("/proc/4242/fd/7", "/ext/x2/lock");
+    link("/proc/4242/fd/0", "/dev/null");
+    file("/proc/1/comm", "init\n");
+    make_dirs(root() + "/proc/1/fd");
+    file("/job/megatron/fused_kernels/build/lock");
+    file("/proc/self/mountinfo",
+         "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+         "40 22 0:45 / /job rw,relatime - nfs4 server:/export rw,vers=4.2\n");
+  }
+  host::Host host() const {
+    return host::Host(root(), {{"HOME", "/home/u"}, {"TORCH_EXTENSIONS_DIR", "/ext"}, {"PATH", "/usr/bin"}});
+  }
+};
+
+}  // namespace
+
+TEST(JitScan, FindsEveryRootAndLayout) {
+  Tree t;
+  jit::JitOptions o;
+  o.cwd = "/job";
+  jit::JitReport r = jit::scan(t.host(), o);
+  ASSERT_EQ(r.roots.size(), 3u);
+  EXPECT_EQ(r.roots[0].kind, "TORCH_EXTENSIONS_DIR");
+  EXPECT_EQ(r.roots[1].path, "/home/u/.cache/torch_extensions");
+  EXPECT_EQ(r.roots[2].path, "/job/megatron/fused_kernels/build");
+
+  const jit::Extension* adam = find(r, "fused_adam");
+  ASSERT_TRUE(adam);
+  EXPECT_EQ(adam->tag, "py311_cpu");
+  EXPECT_TRUE(adam->has_build_ninja);
+  ASSERT_TRUE(adam->lock);
+  EXPECT_EQ(adam->lock->filesystem, "ext4");
+  const jit::Extension* cpu_adam = find(r, "cpu_adam");
+  ASSERT_TRUE(cpu_adam);
+  EXPECT_FALSE(cpu_adam->lock);
+  EXPECT_EQ(cpu_adam->module, "/home/u/.cache/torch_extensions/py311_cpu/cpu_adam/cpu_adam.so");
+  const jit::Extension* x2 = find(r, "x2");
+  ASSERT_TRUE(x2);
+  EXPECT_FALSE(x2->tag);  // TORCH_EXTENSIONS_DIR has no tag level
+  const jit::Extension* mega = find(r, "build");
+  ASSERT_TRUE(mega);
+  EXPECT_EQ(mega->root_kind, "megatron fused_kernels");
+}
+
+TEST(JitScan, HolderStaleAndNetworkLocks) {
+  Tree t;
+  jit::JitOptions o;
+  o.cwd = "/job";
+  jit::JitReport r = jit::scan(t.host(), o);
+  EXPECT_EQ(r.processes_scanned, 2u);
+  const jit::Extension* x2 = find(r, "x2");
+  ASSERT_TRUE(x2 && x2->lock);
+  ASSERT_EQ(x2->lock->holders.size(), 1u);
+  EXPECT_EQ(x2->lock->holders[0].pid, 4242u);
+  EXPECT_EQ(x2->lock->holders[0].command, "python3");
+
+  const Finding* held = finding(r, "JIT002");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->subject, "/ext/x2/lock");
+  const Finding* stale = finding(r, "JIT001");
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->subject, "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock");
+  EXPECT_EQ(stale->severity, Severity::Error);
+  const Finding* nfs = finding(r, "JIT003");
+  ASSERT_TRUE(nfs);
+  EXPECT_EQ(nfs->subject, "/job/megatron/fused_kernels/build/lock");
+  EXPECT_NE(nfs->message.find("nfs4"), std::string::npos);
+}
+
+TEST(JitFix, RemovesOnlyTheStaleLockAndSaysWhyOthersStay) {
+  Tree t;
+  jit::JitOptions o;
+  o.cwd = "/job";
+  host::Host h = t.host();
+  jit::JitReport r = jit::scan(h, o);
+
+  std::vector<jit::FixAction> plan = jit::fix(h, r, /*dry_run=*/true);
+  ASSERT_EQ(plan.size(), 3u);
+  for (const jit::FixAction& a : plan) EXPECT_FALSE(a.done);
+  EXPECT_EQ(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(), F_OK), 0);
+
+  std::vector<jit::FixAction> done = jit::fix(h, r, /*dry_run=*/false);
+  for (const jit::FixAction& a : done) {
+    if (a.path == "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock") {
+      EXPECT_EQ(a.action, "remove");
+      EXPECT_TRUE(a.done) << a.reason;
+    } else if (a.path == "/ext/x2/lock") {
+      EXPECT_EQ(a.action, "keep");
+      EXPECT_NE(a.reason.find("4242"), std::string::npos) << a.reason;
+    } else {
+      EXPECT_EQ(a.action, "keep");
+      EXPECT_NE(a.reason.find("nfs4"), std::string::npos) << a.reason;
+    }
+  }
+  EXPECT_NE(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(), F_OK), 0);
+  EXPECT_EQ(access((t.root() + "/ext/x2/lock").c_str(), F_OK), 0);
+  EXPECT_EQ(access((t.root() + "/job/megatron/fused_kernels/build/lock").c_str(), F_OK), 0);
+}
+
+TEST(JitFix, NeverFollowsASymlink) {
+  Tree t;
+  t.file("/outside/victim", "keep me");
+  // A lock that is a link to a file outside the build root: the link goes,
+  // the file it names stays.
+  t.link("/ext/x4/lock", "/outside/victim");
+  // A build directory reached through a linked directory is not entered.
+  t.file("/outside/dir/lock");
+  t.link("/ext/x5", "/outside/dir");
+  jit::JitReport r = jit::scan(t.host(), {});
+  EXPECT_FALSE(find(r, "x5"));
+  const jit::Extension* x4 = find(r, "x4");
+  ASSERT_TRUE(x4 && x4->lock);
+  EXPECT_TRUE(x4->lock->symlink);
+  jit::fix(t.host(), r, false);
+  EXPECT_EQ(mld::test::read_file(t.root() + "/outside/victim"), "keep me");
+  EXPECT_EQ(mld::test::read_file(t.root() + "/outside/dir/lock"), "");
+  EXPECT_EQ(access((t.root() + "/outside/dir/lock").c_str(), F_OK), 0);
+
+  // remove_file itself refuses a path through a linked directory.
+  std::string error;
+  EXPECT_FALSE(t.host().remove_file("/ext/x5/lock", &error));
+  EXPECT_NE(error.find("symbolic links"), std::string::npos) << error;
+  EXPECT_EQ(access((t.root() + "/outside/dir/lock").c_str(), F_OK), 0);
+}
+
+TEST(JitToolchain, CudaMajorAndGccLimitFromTheToolkitHeaders) {
+  Tree t;
+  t.file("/usr/local/cuda-13.0/include/cuda.h", "#pragma once\n#define CUDA_VERSION 13000\n");
+  t.file("/usr/local/cuda-13.0/include/crt/host_config.h",
+         "#if __GNUC__ > 13\n\n#error -- unsupported GNU version! gcc versions later than 13 are not supported!\n");
+  t.file("/usr/local/cuda-13.0/bin/nvcc", "");
+  t.link("/usr/local/cuda", "cuda-13.0");
+  t.file("/usr/bin/gcc-14", "");
+  t.link("/usr/bin/gcc", "gcc-14");
+  jit::JitOptions o;
+  o.torch_installed = true;
+  o.torch_cuda = "12.1";
+  host::Host h(t.root(), {{"PATH", "/usr/bin"}});
+  jit::JitReport r = jit::scan(h, o);
+  EXPECT_EQ(r.toolchain.cuda_home, "/usr/local/cuda");
+  EXPECT_EQ(r.toolchain.cuda_version, "13.0");
+  EXPECT_EQ(r.toolchain.nvcc_max_gcc, 13);
+  EXPECT_EQ(r.toolchain.gcc_major, 14);
+  EXPECT_TRUE(finding(r, "JIT005"));  // no ninja on this PATH
+  const Finding* cuda = finding(r, "JIT006");
+  ASSERT_TRUE(cuda);
+  EXPECT_NE(cuda->message.find("12.1"), std::string::npos);
+  EXPECT_TRUE(finding(r, "JIT007"));
+
+  // A CPU-only torch builds no CUDA: no toolkit findings.
+  o.torch_cuda.reset();
+  r = jit::scan(h, o);
+  EXPECT_FALSE(finding(r, "JIT006"));
+  EXPECT_FALSE(finding(r, "JIT007"));
+}
