@@ -211,7 +211,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   hostfacts::CollectOptions co;
   co.ranks_per_node = options.ranks_per_node;
   r.facts = hostfacts::collect(host, co);
-  r.physical_cores = count_physical_cores(host, r.facts.host.cpu);
+  r.physical_cores = options.physical_cores ? options.physical_cores : count_physical_cores(host, r.facts.host.cpu);
 
   u16 machine = native_machine();
   loader::SearchConfig config = loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
@@ -271,11 +271,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
 
   jit::JitOptions jo;
   jo.cwd = options.cwd;
-  if (r.python) {
-    jo.python_tag = "py" + std::to_string(r.python->python.major) + std::to_string(r.python->python.minor);
-    jo.torch_installed = r.python->find_package("torch") != nullptr;
-    jo.torch_cuda = pyenv::torch_build(host, *r.python).cuda;
-  }
+  if (r.python) jit::describe_environment(jo, host, *r.python);
   r.jit = jit::scan(host, jo);
 
   FindingList list;

@@ -38,6 +38,9 @@ struct CheckOptions {
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // override of the detected release ("2.31")
   std::string cwd;                    // the job's directory (Megatron's fused_kernels/build)
+  // Cores as cpuinfo counted them on the machine a snapshot was taken on
+  // (CPUID cannot be asked under --root).
+  std::optional<u32> physical_cores;
 };
 
 // One OpenMP runtime the simulated process would hold.

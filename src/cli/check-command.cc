@@ -16,6 +16,7 @@
 #include "check/check.h"
 #include "cli/cli.h"
 #include "report/report.h"
+#include "snapshot/snapshot.h"
 
 namespace mld::cli {
 
@@ -185,11 +186,6 @@ json imports_json(const check::CheckReport& r) {
                           {"startup_used", s.sequence.startup_used}}}};
 }
 
-host::Host make_host(const CommonOptions& common) {
-  host::Host host = host::Host::live();
-  if (common.root != "/") host = host::Host(common.root, host.environment());
-  return host;
-}
 
 // A detector's finding carries its own message and fix; what it left empty
 // comes from its rule (title, fix text, env settings).
@@ -210,6 +206,10 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
   co.glibc = opts.glibc;
+  if (co.glibc.empty()) co.glibc = snapshot::snapshot_fact(host, "glibc").value_or("");
+  if (std::optional<std::string> cores = snapshot::snapshot_fact(host, "cores"))
+    if (!cores->empty() && cores->find_first_not_of("0123456789") == std::string::npos && cores->size() < 6)
+      co.physical_cores = static_cast<u32>(std::stoul(*cores));
   if (host.is_live_root()) {
     char buf[4096];
     if (getcwd(buf, sizeof buf)) co.cwd = buf;
@@ -227,7 +227,7 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
 }  // namespace
 
 int run_check(const CommonOptions& common, const CheckOptions& opts) {
-  host::Host host = make_host(common);
+  host::Host host = analysed_host(common);
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   check::CheckReport& r = *checked;
@@ -277,7 +277,7 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
 }
 
 int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::string& shell) {
-  host::Host host = make_host(common);
+  host::Host host = analysed_host(common);
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   const check::CheckReport& r = *checked;

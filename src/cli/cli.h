@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "findings/findings.h"
+#include "host/host.h"
 #include "logs/logs.h"
 #include "rules/rules.h"
 
@@ -63,6 +64,16 @@ struct JitCliOptions {
   std::optional<std::string> python;  // --python
 };
 int run_jit(const CommonOptions& common, const JitCliOptions& opts);
+
+struct SnapshotOptions {
+  std::string out;                     // the archive to create (must not exist)
+  std::optional<std::string> python;   // --python
+};
+int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts);
+
+// The machine a command analyses: this one, or the tree of --root with its
+// own recorded environment when it is an unpacked snapshot.
+host::Host analysed_host(const CommonOptions& common);
 // `shell` is "bash" or "fish".
 int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::string& shell);
 

@@ -41,8 +41,7 @@ json extension_json(const jit::Extension& e) {
 }  // namespace
 
 int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
-  host::Host host = host::Host::live();
-  if (common.root != "/") host = host::Host(common.root, host.environment());
+  host::Host host = analysed_host(common);
   jit::JitOptions jo;
   jo.paths = opts.paths;
   if (common.root == "/") {
@@ -55,11 +54,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   so.run_interpreter = host.is_live_root();
   so.packages = {"torch"};
   try {
-    pyenv::Environment env = pyenv::scan_environment(host, so);
-    jo.python_tag = "py" + std::to_string(env.python.major) + std::to_string(env.python.minor);
-    pyenv::TorchBuild tb = pyenv::torch_build(host, env);
-    jo.torch_installed = env.find_package("torch") != nullptr;
-    jo.torch_cuda = tb.cuda;
+    jit::describe_environment(jo, host, pyenv::scan_environment(host, so));
   } catch (const pyenv::PyenvError& e) {
     if (opts.python) {
       print_error(e.what());

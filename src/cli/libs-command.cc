@@ -185,8 +185,7 @@ void print_tree_node(std::FILE* out, const Process& p, size_t idx, const std::st
 }  // namespace
 
 int run_libs(const CommonOptions& common, const LibsOptions& opts) {
-  host::Host host = host::Host::live();
-  if (common.root != "/") host = host::Host(common.root, host.environment());
+  host::Host host = analysed_host(common);
   std::map<Target, Session> sessions;
   json inputs = json::array();
   FindingList findings;

@@ -110,6 +110,14 @@ int main(int argc, char** argv) {
   jit_cmd->add_option("--python", jit_python, "the interpreter whose torch the builds are for");
   add_common(jit_cmd);
 
+  SnapshotOptions snap;
+  std::string snap_python;
+  CLI::App* snap_cmd = app.add_subcommand(
+      "snapshot", "write the /proc, /sys, /etc files the checks read and the environment (secrets masked) to a new .tar.gz");
+  snap_cmd->add_option("OUT", snap.out, "the archive to create (must not exist)")->required();
+  snap_cmd->add_option("--python", snap_python, "the interpreter check examines");
+  add_common(snap_cmd);
+
   CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   add_common(rules_cmd);
   std::string explain_id;
@@ -150,6 +158,10 @@ int main(int argc, char** argv) {
       }
       if (!jit_python.empty()) jit.python = jit_python;
       return run_jit(common, jit);
+    }
+    if (*snap_cmd) {
+      if (!snap_python.empty()) snap.python = snap_python;
+      return run_snapshot(common, snap);
     }
     if (*check_cmd) return run_check(common, check);
     if (*fix_cmd) return run_fix(common, check, shell);

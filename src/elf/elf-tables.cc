@@ -477,6 +477,74 @@ std::vector<DynamicSymbol> ElfFile::dynamic_symbols() const {
   return out;
 }
 
+namespace {
+
+u32 gnu_hash(std::string_view name) {
+  u32 h = 5381;
+  for (unsigned char c : name) h = h * 33 + c;
+  return h;
+}
+
+u32 sysv_hash(std::string_view name) {
+  u32 h = 0;
+  for (unsigned char c : name) {
+    h = (h << 4) + c;
+    const u32 g = h & 0xf0000000u;
+    if (g) h ^= g >> 24;
+    h &= ~g;
+  }
+  return h;
+}
+
+}  // namespace
+
+bool ElfFile::defines_symbol(std::string_view name) const {
+  DynsymTable t;
+  if (!dynsym_table(&t)) return false;
+  auto matches = [&](u64 index) {
+    if (index >= t.count) return false;
+    DynamicSymbol s = read_symbol(t.syms, t.entsize, t.strtab, index);
+    return s.name == name && s.defined() && s.bind != STB_LOCAL;
+  };
+  if (gnu_hash_) {
+    const detail::Reader r = table_from(*this, gnu_hash_, "DT_GNU_HASH");
+    if (!r.contains(0, 16)) fail(r.base_offset(), "DT_GNU_HASH table header out of bounds");
+    const u64 nbuckets = r.word(0), symoffset = r.word(4), bloom_size = r.word(8), shift = r.word(12);
+    if (nbuckets == 0 || bloom_size == 0) return false;
+    const u64 word_bits = is_64_ ? 64 : 32;
+    const u32 h = gnu_hash(name);
+    const u64 word = r.addr(16 + ((h / word_bits) % bloom_size) * (word_bits / 8));
+    const u64 mask = (u64{1} << (h % word_bits)) | (u64{1} << ((h >> (shift & 31)) % word_bits));
+    if ((word & mask) != mask) return false;
+    const u64 buckets = 16 + bloom_size * (word_bits / 8);
+    const u64 chains = buckets + nbuckets * 4;
+    u64 i = r.word(buckets + 4 * (h % nbuckets));
+    if (i == 0 || i < symoffset) return false;
+    for (; i < t.count; i++) {
+      const u32 h2 = r.word(chains + 4 * (i - symoffset));
+      if ((h | 1) == (h2 | 1) && matches(i)) return true;
+      if (h2 & 1) break;
+    }
+    return false;
+  }
+  if (hash_ && !(is_64_ && (e_machine_ == EM_S390 || e_machine_ == EM_ALPHA))) {
+    const detail::Reader r = table_from(*this, hash_, "DT_HASH");
+    if (!r.contains(0, 8)) fail(r.base_offset(), "DT_HASH table header out of bounds");
+    const u64 nbucket = r.word(0), nchain = r.word(4);
+    if (nbucket == 0) return false;
+    u64 i = r.word(8 + 4 * (sysv_hash(name) % nbucket));
+    // A chain longer than the table is a loop in a corrupt file.
+    for (u64 steps = 0; i != 0 && i < nchain && steps <= nchain; steps++) {
+      if (matches(i)) return true;
+      i = r.word(8 + 4 * nbucket + 4 * i);
+    }
+    return false;
+  }
+  for (const DynamicSymbol& s : dynamic_symbols())
+    if (s.name == name && s.defined() && s.bind != STB_LOCAL) return true;
+  return false;
+}
+
 // Only st_info and st_shndx of each entry are looked at (the table is
 // streamed, not kept); names are read for the few TLS definitions.
 std::vector<std::string_view> ElfFile::tls_definitions() const {

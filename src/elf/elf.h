@@ -175,6 +175,12 @@ class ElfFile {
   std::vector<DynamicSymbol> dynamic_symbols() const;
   // TLS-related dynamic relocations from DT_RELA/DT_REL and DT_JMPREL.
   std::vector<TlsRelocation> tls_relocations() const;
+  // Whether the dynamic symbol table defines `name` (global or weak, any
+  // version), looked up through DT_GNU_HASH, else DT_HASH, as ld.so's
+  // do_lookup_x does: a few small reads, not the whole table. Objects
+  // without either table are searched linearly. Throws ParseError on
+  // malformed tables.
+  bool defines_symbol(std::string_view name) const;
   // Names of the defined, non-local STT_TLS dynamic symbols (what another
   // object's TLS reference can bind to), without decoding every symbol.
   std::vector<std::string_view> tls_definitions() const;

@@ -101,7 +101,7 @@ FileStat stat_result(int rc, const struct stat& st) {
 }
 }  // namespace
 
-FileStat Host::stat(std::string_view path) const {
+FileStat Host::stat_unlogged(std::string_view path) const {
   FileStat out;
   struct stat st;
   int rc;
@@ -210,7 +210,7 @@ bool Host::remove_file(std::string_view path, std::string* error) const {
   return true;
 }
 
-std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {
+std::optional<std::string> Host::read_file_unlogged(std::string_view path, u64 max_bytes) const {
   int fd;
   if (is_live_root()) {
     fd = ::open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC);
@@ -235,7 +235,7 @@ std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes)
   return out;
 }
 
-std::optional<std::vector<std::string>> Host::list_dir(std::string_view path) const {
+std::optional<std::vector<std::string>> Host::list_dir_unlogged(std::string_view path) const {
   int fd;
   if (is_live_root()) {
     fd = ::open(std::string(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -261,7 +261,7 @@ std::optional<std::vector<std::string>> Host::list_dir(std::string_view path) co
   return names;
 }
 
-std::optional<std::string> Host::read_link(std::string_view path) const {
+std::optional<std::string> Host::read_link_unlogged(std::string_view path) const {
   std::string native = native_path(path);
   char buf[4096];
   ssize_t n = readlink(native.c_str(), buf, sizeof buf);
@@ -482,6 +482,47 @@ std::string normalize_path(std::string_view path) {
     out.append(parts[k]);
   }
   if (out.empty()) out = ".";
+  return out;
+}
+
+
+
+// ─── Recording for `snapshot` ───────────────────────────────────────────────
+
+std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {
+  std::optional<std::string> out = read_file_unlogged(path, max_bytes);
+  if (log_ && out) {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    std::string& kept = log_->files[std::string(path)];
+    if (out->size() > kept.size()) kept = *out;  // the longest read of a file
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> Host::list_dir(std::string_view path) const {
+  std::optional<std::vector<std::string>> out = list_dir_unlogged(path);
+  if (log_ && out) {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    log_->directories[std::string(path)] = *out;
+  }
+  return out;
+}
+
+std::optional<std::string> Host::read_link(std::string_view path) const {
+  std::optional<std::string> out = read_link_unlogged(path);
+  if (log_ && out) {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    log_->links[std::string(path)] = *out;
+  }
+  return out;
+}
+
+FileStat Host::stat(std::string_view path) const {
+  FileStat out = stat_unlogged(path);
+  if (log_ && out.kind != FileKind::Missing && out.kind != FileKind::Error) {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    log_->stats.insert(std::string(path));
+  }
   return out;
 }
 

@@ -7,7 +7,9 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,17 @@ struct CpuFeatures {
   u32 smt_bits_length = 0;
 };
 
+// What a Host was asked to read, for `mldoctor snapshot`: every file's
+// contents as returned, every directory listing, every symlink target, and
+// the paths only stat()ed. Shared by copies of the Host; thread-safe.
+struct AccessLog {
+  std::mutex mutex;
+  std::map<std::string, std::string> files;                    // path -> contents read
+  std::map<std::string, std::vector<std::string>> directories;  // path -> entries
+  std::map<std::string, std::string> links;                    // path -> target
+  std::set<std::string> stats;                                 // paths stat()ed
+};
+
 class Host {
  public:
   // The live machine: root "/", the process environment.
@@ -100,12 +113,21 @@ class Host {
   // Target of a symlink under the root, nullopt when not a symlink.
   std::optional<std::string> read_link(std::string_view path) const;
 
+  // From now on, record what this Host (and its copies) reads into `log`.
+  void record_to(std::shared_ptr<AccessLog> log) { log_ = std::move(log); }
+
   // CPU features from /proc/cpuinfo under the root (x86 flags).
   CpuFeatures cpu_features() const;
 
  private:
+  FileStat stat_unlogged(std::string_view path) const;
+  std::optional<std::string> read_file_unlogged(std::string_view path, u64 max_bytes) const;
+  std::optional<std::vector<std::string>> list_dir_unlogged(std::string_view path) const;
+  std::optional<std::string> read_link_unlogged(std::string_view path) const;
+
   std::string root_;
   std::map<std::string, std::string> env_;
+  std::shared_ptr<AccessLog> log_;
 };
 
 // Joins a directory and a name with exactly one '/'.

@@ -21,8 +21,11 @@
 #include <map>
 #include <set>
 
+#include <cxxabi.h>
+
 #include "hostfacts/hostfacts.h"
 #include "jit/jit.h"
+#include "loader/loader.h"
 
 namespace mld::jit {
 
@@ -321,6 +324,106 @@ void lock_findings(const JitReport& r, FindingSink& sink) {
   }
 }
 
+// The tag torch gives this environment's cache directory: py311_cpu, py311_cu121.
+std::optional<std::string> current_tag(const JitOptions& o) {
+  if (!o.python_tag) return std::nullopt;
+  if (!o.torch_cuda) return *o.python_tag + "_cpu";
+  std::string digits;
+  for (char c : *o.torch_cuda)
+    if (c != '.') digits += c;
+  return *o.python_tag + "_cu" + digits;
+}
+
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !d) return name;
+  std::string out = d;
+  std::free(d);
+  return out;
+}
+
+// Loads each extension module of this environment into the interpreter's
+// simulated process after the preloaded modules (torch._C brings libc10,
+// libtorch, libtorch_python), as `import` would after `import torch`, and
+// lists what the process lacks for it: DT_NEEDED not found, and undefined
+// non-weak symbols no loaded object defines. A build from another torch
+// release fails exactly so ("undefined symbol: _ZN3c10...").
+void check_modules(const host::Host& host, const JitOptions& o, std::vector<Extension>& exts) {
+  const std::optional<std::string> tag = current_tag(o);
+  bool any = false;
+  for (Extension& e : exts) {
+    e.for_this_environment = !e.tag || (tag && *e.tag == *tag);
+    any |= e.for_this_environment && e.module;
+  }
+  if (!any || !o.program) return;
+  try {
+    loader::SearchConfig config = loader::SearchConfig::for_host(host, elf::EM_X86_64, true, {});
+    std::optional<loader::GlibcVersion> glibc = loader::detect_glibc_version(host, config.system_dirs);
+    if (!glibc) return;
+    loader::Loader loader(host, loader::SearchConfig::for_host(host, elf::EM_X86_64, true, *glibc));
+    loader::Process base = loader.load_program(*o.program);
+    for (const std::string& m : o.preload) {
+      std::string error;
+      loader.dlopen(base, m, std::nullopt, &error);
+    }
+    for (Extension& e : exts) {
+      if (!e.for_this_environment || !e.module) continue;
+      loader::Process p = base;
+      const size_t before = p.objects.size();
+      std::string error;
+      std::vector<size_t> added = loader.dlopen(p, *e.module, std::nullopt, &error);
+      std::optional<size_t> mod;
+      for (size_t i = 0; i < p.objects.size(); i++)
+        if (p.objects[i].path == *e.module && p.objects[i].elf) mod = i;
+      for (size_t i = before; i < p.objects.size(); i++)
+        if (p.objects[i].faked && !p.objects[i].names.empty()) e.missing_libraries.push_back(p.objects[i].names.front());
+      if (!mod) continue;
+      for (const elf::DynamicSymbol& s : p.objects[*mod].elf->dynamic_symbols()) {
+        if (s.defined() || s.bind == elf::STB_WEAK || s.name.empty()) continue;
+        bool found = false;
+        for (size_t i = 0; i < p.objects.size() && !found; i++) {
+          const loader::Object& obj = p.objects[i];
+          if (i == *mod || obj.faked || obj.removed || !obj.elf) continue;
+          try {
+            found = obj.elf->defines_symbol(s.name);
+          } catch (const ParseError&) {
+          }
+        }
+        if (!found) e.missing_symbols.emplace_back(s.name);
+      }
+    }
+  } catch (const std::exception&) {
+    // No interpreter to load under this root: nothing to compare against.
+  }
+}
+
+void stale_build_findings(const JitReport& r, FindingSink& sink) {
+  for (const Extension& e : r.extensions) {
+    if (e.missing_symbols.empty() && e.missing_libraries.empty()) continue;
+    Finding f;
+    f.rule = "JIT004";
+    f.severity = Severity::Error;
+    f.subject = *e.module;
+    if (!e.missing_symbols.empty()) {
+      f.message = "stale build of " + e.name + ": " + *e.module + " needs " + std::to_string(e.missing_symbols.size()) +
+                  " symbol" + (e.missing_symbols.size() == 1 ? "" : "s") +
+                  " the installed torch does not define; importing it fails with \"undefined symbol: " +
+                  e.missing_symbols.front() + "\"";
+      for (size_t i = 0; i < e.missing_symbols.size() && i < 3; i++)
+        f.evidence.push_back({"undefined: " + demangled(e.missing_symbols[i]) + " (" + e.missing_symbols[i] + ")", "",
+                              std::nullopt});
+    } else {
+      f.message = "stale build of " + e.name + ": " + *e.module + " needs " + e.missing_libraries.front() +
+                  ", which is not found beside the installed torch";
+    }
+    for (const std::string& lib : e.missing_libraries) f.evidence.push_back({"not found: " + lib, "", std::nullopt});
+    f.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+    f.fix = "rebuild it for the installed torch: remove " + e.path + " (the next load() builds again)";
+    sink.add(std::move(f));
+  }
+}
+
 void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& sink) {
   const Toolchain& t = r.toolchain;
   if (o.torch_installed && !t.ninja) {
@@ -367,14 +470,27 @@ void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& si
 
 }  // namespace
 
+void describe_environment(JitOptions& o, const host::Host& host, const pyenv::Environment& env) {
+  o.python_tag = "py" + std::to_string(env.python.major) + std::to_string(env.python.minor);
+  o.program = env.python.executable.empty() ? env.interpreter.path : env.python.executable;
+  const pyenv::ImportedPackage* torch = env.find_package("torch");
+  o.torch_installed = torch != nullptr;
+  o.torch_cuda = pyenv::torch_build(host, env).cuda;
+  if (torch)
+    for (const pyenv::NativeFile& f : torch->extension_modules)
+      if (f.module == "torch._C") o.preload.push_back(f.path);
+}
+
 JitReport scan(const host::Host& host, const JitOptions& options) {
   JitReport r;
   r.roots = find_roots(host, options);
   for (const BuildRoot& root : r.roots) scan_root(host, root, r.extensions);
   find_holders(host, r.extensions, &r.processes_scanned);
+  check_modules(host, options, r.extensions);
   r.toolchain = find_toolchain(host);
   FindingList list;
   lock_findings(r, list);
+  stale_build_findings(r, list);
   toolchain_findings(r, options, list);
   r.findings = std::move(list.findings);
   return r;

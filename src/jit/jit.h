@@ -12,7 +12,8 @@
 // from a stale lock; on NFS/Lustre the builder may be on another node.
 //
 // Findings: JIT001 stale lock, JIT002 lock held by a live build, JIT003 lock
-// on a network filesystem, JIT005 ninja missing, JIT006 nvcc's CUDA major
+// on a network filesystem, JIT004 a built module the installed torch cannot
+// satisfy (stale build), JIT005 ninja missing, JIT006 nvcc's CUDA major
 // differs from torch's, JIT007 gcc newer than nvcc accepts. fix() is the only
 // code that changes anything, through host::Host::remove_file.
 #pragma once
@@ -23,6 +24,7 @@
 
 #include "findings/findings.h"
 #include "host/host.h"
+#include "pyenv/pyenv.h"
 
 namespace mld::jit {
 
@@ -53,6 +55,11 @@ struct Extension {
   std::optional<LockState> lock;
   std::optional<std::string> module;  // the built <name>.so, if any
   bool has_build_ninja = false;
+  // The build this environment would load (untagged roots, or the tag of
+  // this Python and torch), and what its module lacks there.
+  bool for_this_environment = false;
+  std::vector<std::string> missing_symbols;    // undefined, non-weak, defined nowhere
+  std::vector<std::string> missing_libraries;  // DT_NEEDED not found
 };
 
 struct Toolchain {
@@ -72,6 +79,10 @@ struct JitOptions {
   std::optional<std::string> python_tag;   // "py311" of the examined interpreter
   bool torch_installed = false;
   std::optional<std::string> torch_cuda;   // torch.version.cuda; nullopt: CPU build
+  // For the stale-build check: the interpreter (loaded as the program) and
+  // the modules the job has imported before loading an extension (torch._C).
+  std::optional<std::string> program;
+  std::vector<std::string> preload;
 };
 
 struct BuildRoot {
@@ -86,6 +97,10 @@ struct JitReport {
   u32 processes_scanned = 0;
   std::vector<Finding> findings;
 };
+
+// Fills the options that come from the Python environment: its tag, its
+// torch and CUDA build, the interpreter and torch._C to load first.
+void describe_environment(JitOptions& options, const host::Host& host, const pyenv::Environment& env);
 
 // Finds the build roots and extensions, their locks and holders, and the
 // toolchain. Reads only.

@@ -357,6 +357,10 @@ doc, _ = run_jit("--json", env=env, cwd=HOME, what="jit (after the build)")
 if doc is not None:
     check(not lock_findings(doc, "JIT001", lock2) and not lock_findings(doc, "JIT002", lock2),
           "after the build: nothing about %s; findings: %s" % (lock2, summary(doc)))
+    if HAVE_HEADERS:
+        # The module just built against the installed torch resolves: no stale build.
+        stale = [f for f in doc.get("findings", []) if f.get("rule") == "JIT004"]
+        check(not stale, "a fresh build is not stale: %s" % summary(doc))
 
 # ================================================================ test 2: a live holder
 

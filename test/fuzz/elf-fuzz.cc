@@ -96,6 +96,14 @@ std::string decode_all(const std::function<mld::elf::ElfFile()>& parse) {
       add(e.what());
     }
     try {
+      // The hash-table walks (DT_GNU_HASH bloom, buckets, chains; DT_HASH).
+      for (std::string_view n : {"malloc", "omp_get_num_threads", "", "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"})
+        add(f.defines_symbol(n) ? "defined" : "undefined");
+      for (std::string_view n : f.tls_definitions()) add(n);
+    } catch (const mld::ParseError& e) {
+      add(e.what());
+    }
+    try {
       add(f.build_id().value_or(""));
     } catch (const mld::ParseError& e) {
       add(e.what());

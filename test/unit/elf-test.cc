@@ -17,6 +17,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <unistd.h>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1455,3 +1456,32 @@ TEST(SparseSource, MoreFilesThanTheDescriptorPoolStayReadable) {
 
 }  // namespace
 
+
+// defines_symbol goes through DT_GNU_HASH (or DT_HASH); the oracle is the
+// linear dynamic symbol table of the same file: every defined global or weak
+// symbol is found, and names that are only undefined there are not.
+TEST(SymbolLookup, HashLookupAgreesWithTheSymbolTable) {
+  int files = 0;
+  for (const char* path : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
+                           "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1",
+                           "/usr/lib/x86_64-linux-gnu/libgomp.so.1"}) {
+    if (access(path, R_OK) != 0) continue;
+    files++;
+    MappedFile f = MappedFile::open(path);
+    ElfFile e = ElfFile::parse(f.view());
+    std::set<std::string_view> defined;
+    std::vector<std::string_view> undefined;
+    for (const DynamicSymbol& s : e.dynamic_symbols()) {
+      if (s.name.empty()) continue;
+      if (s.defined() && s.bind != STB_LOCAL)
+        defined.insert(s.name);
+      else if (!s.defined())
+        undefined.push_back(s.name);
+    }
+    for (std::string_view n : defined) EXPECT_TRUE(e.defines_symbol(n)) << path << ": " << n;
+    for (std::string_view n : undefined)
+      if (!defined.count(n)) EXPECT_FALSE(e.defines_symbol(n)) << path << ": " << n;
+    EXPECT_FALSE(e.defines_symbol("mld_no_such_symbol_anywhere")) << path;
+  }
+  EXPECT_GT(files, 2);
+}

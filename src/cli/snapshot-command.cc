@@ -1,0 +1,50 @@
+// snapshot-command.cc — `mldoctor snapshot OUT.tar.gz`: runs the checks of
+// `mldoctor check` on this machine with the host layer recording what it
+// reads, then writes those /proc, /sys and /etc files and the (masked)
+// environment into a new archive, for a bug report: anyone can unpack it and
+// run `mldoctor check --root DIR` on it.
+#include <cstdio>
+
+#include "check/check.h"
+#include "cli/cli.h"
+#include "snapshot/snapshot.h"
+
+namespace mld::cli {
+
+host::Host analysed_host(const CommonOptions& common) {
+  host::Host live = host::Host::live();
+  if (common.root == "/") return live;
+  return snapshot::host_at_root(common.root, live.environment());
+}
+
+int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
+  if (common.root != "/") {
+    print_error("snapshot records this machine; --root does not apply");
+    return 2;
+  }
+  host::Host host = host::Host::live();
+  auto log = std::make_shared<host::AccessLog>();
+  host.record_to(log);
+  check::CheckOptions co;
+  co.python = opts.python;
+  check::CheckReport r = check::run_check(host, co);
+  // What the live checks learn from system calls or CPUID, as files that
+  // `check --root` reads instead: resource limits, the CPU topology.
+  host.read_file("/proc/self/limits");
+  if (r.facts.host.cpu.online)
+    for (u32 c : *r.facts.host.cpu.online)
+      for (const char* f : {"core_id", "physical_package_id"})
+        host.read_file("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/" + f, 64);
+  std::map<std::string, std::string> facts;
+  if (r.facts.host.glibc_version) facts["glibc"] = *r.facts.host.glibc_version;
+  if (r.physical_cores) facts["cores"] = std::to_string(*r.physical_cores);
+  snapshot::Written w = snapshot::write_snapshot(*log, host.environment(), facts, opts.out);
+  std::printf("wrote %s: %zu files, %zu directories, %zu links, %zu variable%s masked (%llu bytes)\n",
+              opts.out.c_str(), w.files, w.directories, w.links, w.masked, w.masked == 1 ? "" : "s",
+              static_cast<unsigned long long>(w.bytes));
+  std::printf("analyse it anywhere: mkdir snap && tar -xzf %s -C snap && mldoctor check --root snap\n",
+              opts.out.c_str());
+  return 0;
+}
+
+}  // namespace mld::cli

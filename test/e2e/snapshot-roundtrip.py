@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""`mldoctor snapshot`: the archive holds only /proc, /sys, /etc files (no other
+process's /proc/<pid>) and the environment with secrets masked; unpacked, it
+gives `check --root` the same host facts as the live `check`; an existing file
+is never overwritten."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from mldtest import MLDOCTOR, check, check_eq, check_in, clean_env, finish, scratch  # noqa: E402
+
+SECRETS = {"HF_TOKEN": "hf_s3cr3tvalue0123456789", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI0s3cr3t",
+           "DATABASE_URL": "postgres://alice:pa55w0rd@db.example/x", "GH": "ghp_0123456789abcdefghij0123"}
+
+
+def run(args, env, cwd=None):
+    return subprocess.run([MLDOCTOR] + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    t = scratch()
+    try:
+        env = clean_env(OMP_NUM_THREADS="3", **SECRETS)
+        out = os.path.join(t, "snap.tar.gz")
+        p = run(["snapshot", out, "--python", "/usr/bin/python3"], env)
+        check_eq(p.returncode, 0, "snapshot exit status: " + p.stderr)
+        check_in("variables masked", p.stdout, "snapshot summary")
+
+        with tarfile.open(out) as tar:
+            names = tar.getnames()
+            allowed = ("proc/", "sys/", "etc/", "dev/", ".mldoctor", ".dockerenv", "run/")
+            bad = [n for n in names if not n.startswith(allowed) and n not in ("proc", "sys", "etc", "dev", "run")]
+            check(not bad, "only /proc, /sys, /etc, /dev/shm and the container markers: %s" % bad[:5])
+            pids = [n for n in names if n.startswith("proc/") and n.split("/")[1].isdigit()
+                    and not (n.split("/")[1] == "1" and "/fd" not in n)]
+            check(not pids, "no other process's /proc/<pid>: %s" % pids[:5])
+            environ = tar.extractfile(".mldoctor/environ").read().decode()
+            blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+            root = os.path.join(t, "root")
+            tar.extractall(root)
+        for name, value in SECRETS.items():
+            check(value.encode() not in blob, "%s's value must not be in the archive" % name)
+        check_in("OMP_NUM_THREADS=3\0", environ, "plain variables are kept")
+        check_in("DATABASE_URL=postgres://alice:***@db.example/x\0", environ, "URL credentials masked")
+
+        live = json.loads(run(["check", "--python", "/usr/bin/python3", "--json"], env).stdout)["host"]
+        p = run(["check", "--root", root, "--json"], {"PATH": "/usr/bin:/bin"})
+        check(p.returncode in (0, 1), "check --root on the snapshot: exit %d %s" % (p.returncode, p.stderr))
+        doc = json.loads(p.stdout)
+        snap = doc["host"]
+        for key in ("kernel_release", "glibc_version", "physical_cores", "numa_nodes", "container", "os", "cpu_model"):
+            if key == "numa_nodes":
+                strip = lambda ns: [(n["id"], n["cpus"], n["mem_total_bytes"]) for n in ns]  # noqa: E731
+                check_eq(strip(snap[key]), strip(live[key]), "snapshot vs live: " + key)
+            else:
+                check_eq(snap[key], live[key], "snapshot vs live: " + key)
+        for key in ("online", "affinity", "usable", "usable_basis"):
+            check_eq(snap["cpus"][key], live["cpus"][key], "snapshot vs live: cpus." + key)
+        for key in ("memlock", "nofile", "nproc"):
+            check_eq((snap["limits"][key] or {}).get("soft"), (live["limits"][key] or {}).get("soft"),
+                     "snapshot vs live: limits." + key)
+        check_eq(snap["shm"]["size_bytes"], live["shm"]["size_bytes"], "snapshot vs live: /dev/shm size")
+        variables = doc["environment"]["variables"]
+        check_eq(variables.get("OMP_NUM_THREADS"), "3", "the snapshot's environment is the one analysed")
+
+        before = open(out, "rb").read()
+        p = run(["snapshot", out], env)
+        check_eq(p.returncode, 2, "an existing file is a tool error")
+        check_in("File exists", p.stderr, "the error says why")
+        check(open(out, "rb").read() == before, "the existing file is unchanged")
+    finally:
+        shutil.rmtree(t, ignore_errors=True)
+    finish("snapshot-roundtrip")
+
+
+if __name__ == "__main__":
+    main()
