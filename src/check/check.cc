@@ -274,9 +274,16 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   if (r.python) jit::describe_environment(jo, host, *r.python);
   r.jit = jit::scan(host, jo);
 
+  r.gpu = gpu::collect(host);
+
   FindingList list;
   hostfacts::emit_findings(r.facts, list);
   for (const Finding& f : r.jit.findings) list.add(f);
+  gpu::emit_findings(r.gpu, host, list);
+  // GPU006 says what ENV009 says about a repeated CUDA_VISIBLE_DEVICES entry,
+  // with the GPUs of this host: keep the specific one.
+  if (std::any_of(list.findings.begin(), list.findings.end(), [](const Finding& f) { return f.rule == "GPU006"; }))
+    std::erase_if(list.findings, [](const Finding& f) { return f.rule == "ENV009"; });
   find_native_hazards(r, host, list);
   find_thread_hazards(r, list);
   r.findings = std::move(list.findings);

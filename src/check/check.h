@@ -10,8 +10,9 @@
 //   CUDA001 two major versions of one CUDA library in one process
 //   THR001  threads per process × ranks per node beyond the usable CPUs
 //   THR002  numba's OpenMP layer resetting torch's thread count (shared libgomp)
-// plus the host and environment findings of hostfacts (HOST*, ENV*) and the
-// extension build caches' of jit (JIT*).
+// plus the host and environment findings of hostfacts (HOST*, ENV*), the
+// extension build caches' of jit (JIT*) and GPU/NCCL readiness of gpu
+// (GPU*, NCCL*).
 //
 // Analysis only: nothing here prints; the CLI renders a CheckReport.
 #pragma once
@@ -22,6 +23,7 @@
 
 #include "findings/findings.h"
 #include "host/host.h"
+#include "gpu/gpu.h"
 #include "hostfacts/hostfacts.h"
 #include "jit/jit.h"
 #include "loader/loader.h"
@@ -73,6 +75,7 @@ struct CheckReport {
   std::string imports_error;                 // why the simulation could not run
   std::optional<u32> physical_cores;         // torch's default intra-op thread count
   jit::JitReport jit;                        // extension build caches and toolchain
+  gpu::GpuFacts gpu;                         // GPUs, HCAs, interfaces, PCI topology
   std::vector<Finding> findings;             // sorted: errors first, then by rule
 };
 

@@ -81,6 +81,8 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
     for (const std::string& m : f.gpus) models[m]++;
     for (const auto& [m, n] : models) g += " · " + std::to_string(n) + "× " + m;
     h.rows.push_back({"GPUs", g});
+  } else if (!r.gpu.gpus.empty()) {
+    h.rows.push_back({"GPUs", std::to_string(r.gpu.gpus.size()) + " on the PCI bus · no NVIDIA kernel module loaded"});
   } else {
     h.rows.push_back({"GPUs", "none visible (no NVIDIA kernel module)"});
   }
@@ -243,6 +245,7 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
     hostfacts::to_json(host_j, r.facts.host);
     hostfacts::to_json(env_j, r.facts.env);
     host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
+    host_j["gpu"] = r.gpu;
     json py = python_json(r);
     if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
     json doc = {{"schema", "mldoctor.check/1"}, {"version", MLD_VERSION}, {"host", host_j},
@@ -253,10 +256,12 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
     std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
     for (const auto& [k, v] : header.rows) std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());
     std::fprintf(out, "\n");
+    if (r.gpu.gpus.size() >= 2) std::fprintf(out, "```\n%s```\n\n", gpu::topology_matrix_text(r.gpu).c_str());
     report::print_findings_markdown(out, all);
   } else {
     report::Style style{common.color, true};
     for (const auto& [k, v] : header.rows) std::fprintf(out, "%-9s %s\n", k.c_str(), v.c_str());
+    if (r.gpu.gpus.size() >= 2) std::fprintf(out, "\n%s", gpu::topology_matrix_text(r.gpu).c_str());
     std::fprintf(out, "\n");
     if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
     for (const Finding* f : all) report::print_finding(out, *f, style);

@@ -211,21 +211,34 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
     if (!wanted(path) || path == "/proc" || path == "/sys") continue;
     ensure_parents(path + "/");
   }
+  // A link that files were also read through (/sys/class/net/eth0 ->
+  // ../../devices/...) becomes a directory holding them; a tar cannot hold
+  // both, and readers under --root only need the files.
+  std::set<std::string> read_through;
+  auto note_parents = [&](const std::string& path) {
+    for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
+      read_through.insert(path.substr(0, i));
+  };
+  for (const auto& [path, data] : log.files) note_parents(path);
+  for (const auto& [path, entries] : log.directories) note_parents(path + "/");
+  for (const std::string& path : log.stats) note_parents(path);
   for (const auto& [path, target] : log.links) {
-    if (!wanted(path)) continue;
+    if (!wanted(path) || read_through.count(path) || log.files.count(path)) continue;
     ensure_parents(path);
     tar.link(path.substr(1), target);
     w.links++;
   }
   for (const auto& [path, data] : log.files) {
-    if (!wanted(path) || log.links.count(path)) continue;
+    if (!wanted(path) || read_through.count(path)) continue;  // a file read through a link: its contents
     ensure_parents(path);
     tar.file(path.substr(1), data);
     w.files++;
   }
   // Paths only stat()ed (the container markers, /dev/shm): present, empty.
   for (const std::string& path : log.stats) {
-    if (!wanted(path) || log.files.count(path) || log.links.count(path) || log.directories.count(path)) continue;
+    if (!wanted(path) || log.files.count(path) || log.links.count(path) || log.directories.count(path) ||
+        read_through.count(path))
+      continue;
     if (path == "/dev/shm") {
       ensure_parents("/dev/shm/");
       continue;
