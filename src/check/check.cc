@@ -272,6 +272,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   jit::JitOptions jo;
   jo.cwd = options.cwd;
   if (r.python) jit::describe_environment(jo, host, *r.python);
+  jo.gpu_models = r.facts.host.gpus;
   r.jit = jit::scan(host, jo);
 
   r.gpu = gpu::collect(host);

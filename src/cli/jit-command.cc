@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "hostfacts/hostfacts.h"
 #include "jit/jit.h"
 #include "pyenv/pyenv.h"
 #include "report/report.h"
@@ -61,6 +62,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
       return 2;
     }
   }
+  jo.gpu_models = hostfacts::collect_host_facts(host).gpus;
   jit::JitReport r = jit::scan(host, jo);
   rules::RuleSet rule_set = rules::RuleSet::builtin();
   for (Finding& f : r.findings) rules::complete_from_rule(f, rule_set);
@@ -121,8 +123,9 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
     if (!actions.empty()) std::fprintf(out, "\n");
     for (const jit::FixAction& a : actions) {
       if (a.action == "remove")
-        std::fprintf(out, "%s stale lock %s%s\n", opts.dry_run ? "would remove" : a.done ? "removed" : "could not remove",
-                     a.path.c_str(), a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
+        std::fprintf(out, "%s %s %s%s\n", opts.dry_run ? "would remove" : a.done ? "removed" : "could not remove",
+                     a.path.ends_with("/lock") ? "stale lock" : "stale build output", a.path.c_str(),
+                     a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
       else
         std::fprintf(out, "kept %s: %s\n", a.path.c_str(), a.reason.c_str());
     }
@@ -136,6 +139,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   for (const Finding* f : all) {
     bool fixed = false;
     for (const jit::FixAction& a : actions) fixed |= a.done && a.path == f->subject;
+    // A stale build is fixed when its module is gone.
     if (!fixed && static_cast<int>(f->severity) >= static_cast<int>(common.fail_on)) failing++;
   }
   return failing > 0 ? 1 : 0;

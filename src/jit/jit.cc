@@ -424,6 +424,60 @@ void stale_build_findings(const JitReport& r, FindingSink& sink) {
   }
 }
 
+struct ModelArch {
+  std::string_view needle;
+  std::string_view cc;
+};
+// First match wins: longer names before their prefixes (A100 before A10).
+constexpr ModelArch kModelArches[] = {
+    {"GB200", "10.0"}, {"B200", "10.0"}, {"B100", "10.0"}, {"GH200", "9.0"},     {"H200", "9.0"},
+    {"H100", "9.0"},   {"H800", "9.0"},  {"H20", "9.0"},   {"A100", "8.0"},      {"A800", "8.0"},
+    {"A30", "8.0"},    {"L40", "8.9"},   {"L4", "8.9"},    {"RTX 6000 Ada", "8.9"}, {"RTX 5000 Ada", "8.9"},
+    {"RTX 4000 Ada", "8.9"}, {"RTX 40", "8.9"}, {"A40", "8.6"}, {"A10", "8.6"},  {"A16", "8.6"},
+    {"A2", "8.6"},     {"RTX A", "8.6"}, {"RTX 30", "8.6"}, {"V100", "7.0"},     {"TITAN V", "7.0"},
+    {"T4", "7.5"},     {"RTX 20", "7.5"}, {"Quadro RTX", "7.5"}, {"TITAN RTX", "7.5"}, {"P100", "6.0"},
+    {"P40", "6.1"},    {"P4", "6.1"},    {"GTX 10", "6.1"},
+};
+
+bool arch_runs_on(const CudaArch& a, int major, int minor) {
+  // A cubin runs on the same major with an equal or higher minor; PTX is
+  // compiled by the driver for any later GPU.
+  if (a.major == major && a.minor <= minor) return true;
+  return a.ptx && (a.major < major || (a.major == major && a.minor <= minor));
+}
+
+void arch_list_findings(const JitOptions& o, const host::Host& host, FindingSink& sink) {
+  std::optional<std::string> list = host.getenv("TORCH_CUDA_ARCH_LIST");
+  if (!list || list->empty() || o.gpu_models.empty() || !o.torch_cuda) return;
+  std::optional<std::vector<CudaArch>> archs = parse_cuda_arch_list(*list);
+  if (!archs) return;  // malformed: ENV008 says so
+  std::map<std::string, std::string> missing;  // model -> cc
+  for (const std::string& m : o.gpu_models) {
+    std::optional<std::string> cc = compute_capability(m);
+    if (!cc) continue;
+    const int major = std::atoi(cc->c_str()), minor = std::atoi(cc->c_str() + cc->find('.') + 1);
+    if (std::none_of(archs->begin(), archs->end(), [&](const CudaArch& a) { return arch_runs_on(a, major, minor); }))
+      missing[m] = *cc;
+  }
+  if (missing.empty()) return;
+  Finding f;
+  f.rule = "JIT008";
+  f.severity = Severity::Error;
+  f.subject = "TORCH_CUDA_ARCH_LIST";
+  std::string gpus;
+  for (const auto& [m, cc] : missing) gpus += (gpus.empty() ? "" : ", ") + m + " (" + cc + ")";
+  f.message = "TORCH_CUDA_ARCH_LIST=\"" + *list + "\" builds extensions for none of the architectures of " + gpus +
+              ": their kernels fail with \"no kernel image is available for execution on the device\"";
+  f.evidence.push_back({"GPU models from /proc/driver/nvidia/gpus", "", std::nullopt});
+  std::string want;
+  for (const auto& [m, cc] : missing)
+    if (want.find(cc) == std::string::npos) want += (want.empty() ? "" : ";") + cc;
+  f.fix = "add the GPUs' architecture: TORCH_CUDA_ARCH_LIST=\"" + *list + ";" + want +
+          "\" (or unset it: torch then builds for the GPUs it sees), and rebuild the extensions";
+  f.env_fix.push_back("TORCH_CUDA_ARCH_LIST=" + *list + ";" + want);
+  sink.add(std::move(f));
+}
+
 void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& sink) {
   const Toolchain& t = r.toolchain;
   if (o.torch_installed && !t.ninja) {
@@ -481,6 +535,54 @@ void describe_environment(JitOptions& o, const host::Host& host, const pyenv::En
       if (f.module == "torch._C") o.preload.push_back(f.path);
 }
 
+std::optional<std::string> compute_capability(std::string_view model) {
+  for (const ModelArch& m : kModelArches)
+    if (model.find(m.needle) != std::string_view::npos) return std::string(m.cc);
+  return std::nullopt;
+}
+
+std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text) {
+  static const std::map<std::string, std::string, std::less<>> named = {
+      {"Kepler+Tesla", "3.7"}, {"Kepler", "3.5+PTX"},  {"Maxwell+Tegra", "5.3"}, {"Maxwell", "5.0;5.2+PTX"},
+      {"Pascal", "6.0;6.1+PTX"}, {"Volta+Tegra", "7.2"}, {"Volta", "7.0+PTX"},  {"Turing", "7.5+PTX"},
+      {"Ampere+Tegra", "8.7"},  {"Ampere", "8.0;8.6+PTX"}, {"Ada", "8.9+PTX"}, {"Hopper", "9.0+PTX"}};
+  std::vector<std::string> entries;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) entries.push_back(cur);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ';' || c == ' ') flush();
+    else cur += c;
+  }
+  flush();
+  std::vector<CudaArch> out;
+  for (size_t i = 0; i < entries.size(); i++) {
+    std::string e = entries[i];
+    if (auto it = named.find(e); it != named.end()) {
+      std::optional<std::vector<CudaArch>> expanded = parse_cuda_arch_list(it->second);
+      out.insert(out.end(), expanded->begin(), expanded->end());
+      continue;
+    }
+    CudaArch a;
+    if (e.ends_with("+PTX")) {
+      a.ptx = true;
+      e.resize(e.size() - 4);
+    }
+    if (!e.empty() && (e.back() == 'a' || e.back() == 'f')) e.pop_back();  // 9.0a, 10.0f
+    size_t dot = e.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 >= e.size() ||
+        e.find_first_not_of("0123456789.") != std::string::npos || e.find('.', dot + 1) != std::string::npos || e.size() > 6)
+      return std::nullopt;
+    a.major = std::atoi(e.c_str());
+    a.minor = std::atoi(e.c_str() + dot + 1);
+    out.push_back(a);
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
 JitReport scan(const host::Host& host, const JitOptions& options) {
   JitReport r;
   r.roots = find_roots(host, options);
@@ -492,6 +594,7 @@ JitReport scan(const host::Host& host, const JitOptions& options) {
   lock_findings(r, list);
   stale_build_findings(r, list);
   toolchain_findings(r, options, list);
+  arch_list_findings(options, host, list);
   r.findings = std::move(list.findings);
   return r;
 }
@@ -534,6 +637,31 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
       }
     }
     actions.push_back(std::move(a));
+  }
+  // Stale builds (JIT004): remove the module and its objects so the next
+  // load() compiles everything again; ninja would otherwise relink the old
+  // objects into the same undefined symbols. Sources and build.ninja stay.
+  // Not while a build of that extension holds its lock.
+  for (const Extension& e : report.extensions) {
+    if (e.missing_symbols.empty() && e.missing_libraries.empty()) continue;
+    if (e.lock && !e.lock->holders.empty()) {
+      actions.push_back({"keep", e.path, false, "a build in progress holds its lock"});
+      continue;
+    }
+    std::optional<std::vector<std::string>> entries = host.list_dir(e.path);
+    if (!entries) continue;
+    for (const std::string& name : *entries) {
+      if (!(name.ends_with(".so") || name.ends_with(".o") || name == ".ninja_deps" || name == ".ninja_log")) continue;
+      const std::string path = host::join_path(e.path, name);
+      if (host.lstat(path).kind == host::FileKind::Directory) continue;
+      FixAction a{"remove", path, false, "stale build output (JIT004)"};
+      if (!dry_run) {
+        std::string error;
+        a.done = host.remove_file(path, &error);
+        if (!a.done) a.reason = error;
+      }
+      actions.push_back(std::move(a));
+    }
   }
   return actions;
 }

@@ -12,7 +12,8 @@
 // from a stale lock; on NFS/Lustre the builder may be on another node.
 //
 // Findings: JIT001 stale lock, JIT002 lock held by a live build, JIT003 lock
-// on a network filesystem, JIT004 a built module the installed torch cannot
+// on a network filesystem, JIT008 TORCH_CUDA_ARCH_LIST without the GPUs'
+// architecture, JIT004 a built module the installed torch cannot
 // satisfy (stale build), JIT005 ninja missing, JIT006 nvcc's CUDA major
 // differs from torch's, JIT007 gcc newer than nvcc accepts. fix() is the only
 // code that changes anything, through host::Host::remove_file.
@@ -83,7 +84,23 @@ struct JitOptions {
   // the modules the job has imported before loading an extension (torch._C).
   std::optional<std::string> program;
   std::vector<std::string> preload;
+  // The GPUs' model names (/proc/driver/nvidia), for TORCH_CUDA_ARCH_LIST.
+  std::vector<std::string> gpu_models;
 };
+
+// Compute capability ("9.0") of an NVIDIA GPU from its model name, for the
+// data-center and workstation generations since Pascal; nullopt when unknown.
+std::optional<std::string> compute_capability(std::string_view model);
+
+// The architectures TORCH_CUDA_ARCH_LIST asks for, as torch's
+// _get_cuda_arch_flags reads it: ';' or ' ' separated "8.0", "8.6+PTX",
+// "9.0a", or named ones ("Ampere" = 8.0;8.6+PTX). nullopt when an entry is
+// neither (torch raises "Unknown CUDA arch").
+struct CudaArch {
+  int major = 0, minor = 0;
+  bool ptx = false;
+};
+std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text);
 
 struct BuildRoot {
   std::string path;
@@ -115,7 +132,10 @@ struct FixAction {
 
 // Removes each stale lock (JIT001) after checking once more that no process
 // holds it; keeps held locks, locks on network filesystems and locks whose
-// holders could not all be checked, saying why. `dry_run`: decide only.
+// holders could not all be checked, saying why. Removes the outputs of each
+// stale build (JIT004: its .so, .o, .ninja_deps, .ninja_log; never a
+// directory, never through a symlink) unless a build holds its lock.
+// `dry_run`: decide only.
 std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run);
 
 }  // namespace mld::jit

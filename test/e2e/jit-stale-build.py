@@ -59,6 +59,21 @@ def main():
         check([f["subject"] for f in found] == [stale], "JIT004 exactly for %s: %s" % (stale, found))
         if found:
             check_in("undefined symbol: " + MISSING, found[0]["message"], "JIT004 names the real loader's symbol")
+
+        # --fix --dry-run changes nothing; --fix removes the stale outputs
+        # (module, objects), never the fresh build or the sources.
+        stale_obj = os.path.join(ext, "stale", "stale.o")
+        open(stale_obj, "w").write("object")
+        p = subprocess.run([MLDOCTOR, "jit", "--python", PY, "--fix", "--dry-run"], env=env, capture_output=True,
+                           text=True, timeout=120)
+        check_in("would remove stale build output " + stale, p.stdout, "dry run lists the module")
+        check(os.path.exists(stale) and os.path.exists(stale_obj), "dry run removes nothing")
+        p = subprocess.run([MLDOCTOR, "jit", "--python", PY, "--fix"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        check(p.returncode == 0, "jit --fix exit %d (0: the stale build is gone)\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        check(not os.path.exists(stale) and not os.path.exists(stale_obj), "the stale module and objects are removed")
+        check(os.path.exists(os.path.join(ext, "stale", "build.ninja")), "build.ninja stays")
+        check(os.path.exists(fresh), "the fresh build stays")
     finally:
         shutil.rmtree(t, ignore_errors=True)
     finish("jit-stale-build")

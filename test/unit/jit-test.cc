@@ -207,3 +207,45 @@ TEST(JitToolchain, CudaMajorAndGccLimitFromTheToolkitHeaders) {
   EXPECT_FALSE(finding(r, "JIT006"));
   EXPECT_FALSE(finding(r, "JIT007"));
 }
+
+TEST(JitArchList, ParsesLikeTorch) {
+  auto list = jit::parse_cuda_arch_list("8.0;8.6+PTX 9.0a");
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[1].major, 8);
+  EXPECT_EQ((*list)[1].minor, 6);
+  EXPECT_TRUE((*list)[1].ptx);
+  EXPECT_EQ((*list)[2].major, 9);
+  auto ampere = jit::parse_cuda_arch_list("Ampere");
+  ASSERT_TRUE(ampere);
+  EXPECT_EQ(ampere->size(), 2u);  // 8.0;8.6+PTX
+  EXPECT_FALSE(jit::parse_cuda_arch_list("sm_80"));
+  EXPECT_FALSE(jit::parse_cuda_arch_list("8"));
+  EXPECT_FALSE(jit::parse_cuda_arch_list(""));
+  EXPECT_EQ(jit::compute_capability("NVIDIA H100 80GB HBM3"), "9.0");
+  EXPECT_EQ(jit::compute_capability("NVIDIA A100-SXM4-80GB"), "8.0");
+  EXPECT_EQ(jit::compute_capability("NVIDIA A10G"), "8.6");
+  EXPECT_EQ(jit::compute_capability("NVIDIA L40S"), "8.9");
+  EXPECT_FALSE(jit::compute_capability("Some Future GPU"));
+}
+
+TEST(JitArchList, ReportsAListWithoutTheGpusArchitecture) {
+  Tree t;
+  jit::JitOptions o;
+  o.torch_installed = true;
+  o.torch_cuda = "12.1";
+  o.gpu_models = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"};
+  auto run = [&](const std::string& list) {
+    host::Host h(t.root(), {{"TORCH_CUDA_ARCH_LIST", list}});
+    return jit::scan(h, o);
+  };
+  jit::JitReport r = run("8.0;8.6");
+  const Finding* f = finding(r, "JIT008");
+  ASSERT_TRUE(f);
+  EXPECT_NE(f->message.find("(9.0)"), std::string::npos) << f->message;
+  EXPECT_EQ(f->env_fix, (std::vector<std::string>{"TORCH_CUDA_ARCH_LIST=8.0;8.6;9.0"}));
+  EXPECT_FALSE(finding(run("8.0+PTX"), "JIT008"));  // PTX is compiled for the later GPU
+  EXPECT_FALSE(finding(run("Hopper"), "JIT008"));
+  EXPECT_FALSE(finding(run("9.0a"), "JIT008"));
+  EXPECT_TRUE(finding(run("10.0"), "JIT008"));  // a newer major's cubin does not run on 9.0
+}
