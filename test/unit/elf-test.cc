@@ -1479,8 +1479,11 @@ TEST(SymbolLookup, HashLookupAgreesWithTheSymbolTable) {
         undefined.push_back(s.name);
     }
     for (std::string_view n : defined) EXPECT_TRUE(e.defines_symbol(n)) << path << ": " << n;
-    for (std::string_view n : undefined)
-      if (!defined.count(n)) EXPECT_FALSE(e.defines_symbol(n)) << path << ": " << n;
+    for (std::string_view n : undefined) {
+      if (!defined.count(n)) {
+        EXPECT_FALSE(e.defines_symbol(n)) << path << ": " << n;
+      }
+    }
     EXPECT_FALSE(e.defines_symbol("mld_no_such_symbol_anywhere")) << path;
   }
   EXPECT_GT(files, 2);
