@@ -303,9 +303,12 @@ PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
     throw PyenvError(who + "exited with status " + std::to_string(WEXITSTATUS(r.status)) +
                      " at startup" + (r.err.empty() ? "" : ": " + tail_lines(r.err, 600)));
+  return parse_probe_answer(r.out, who);
+}
+
+PythonFacts parse_probe_answer(std::string_view out, const std::string& who) {
   // sitecustomize or a .pth file may print before the probe: the answer is
   // the last line.
-  std::string_view out = r.out;
   size_t start = out.rfind("{\"mldoctor_probe\"");
   if (start == std::string_view::npos)
     throw PyenvError(who + "the probe printed no answer: " + tail_lines(out, 200));

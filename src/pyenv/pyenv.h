@@ -118,6 +118,12 @@ struct ProbeOptions {
 PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
                               const ProbeOptions& options = {});
 
+// The probe's answer in `out` (its stdout; text that sitecustomize or a .pth
+// file printed first is skipped: the answer is the last JSON object). Throws
+// PyenvError, prefixed with `who`, when there is none or a field is missing
+// or malformed.
+PythonFacts parse_probe_answer(std::string_view out, const std::string& who);
+
 // The same facts from the layout around `python` (a path inside the root),
 // without running anything: pyvenv.cfg (home, include-system-site-packages,
 // version), lib/python3.X, Debian's dist-packages scheme, the user site,

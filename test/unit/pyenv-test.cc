@@ -582,3 +582,35 @@ TEST(RealPython, UsualImportSetFollowsRealDlopenOrder) {
     at = static_cast<size_t>(it - real.begin()) + 1;
   }
 }
+
+// The probe writes its JSON by hand (no `import json`): paths with quotes,
+// backslashes, control characters, non-ASCII beyond the BMP and bytes that
+// are not UTF-8 must arrive exactly as sys.path holds them.
+TEST(RealPython, ProbeCarriesAwkwardPathsExactly) {
+  if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
+  const std::vector<std::string> awkward = {"/tmp/mld \"quoted\" \\back\\slash", "/tmp/mld-tab\there",
+                                            "/tmp/mld-ünïcödé-😀", std::string("/tmp/mld-bytes-\xff\xfe")};
+  std::string pythonpath;
+  for (const std::string& p : awkward) pythonpath += (pythonpath.empty() ? "" : ":") + p;
+  host::Host h = host::Host::live();
+  h.setenv("PYTHONPATH", pythonpath);
+  PythonFacts f = probe_interpreter(h, kSystemPython);
+  for (const std::string& p : awkward)
+    EXPECT_NE(std::find(f.sys_path.begin(), f.sys_path.end(), p), f.sys_path.end()) << p;
+}
+
+TEST(Probe, AnswerAfterNoiseAndMalformedAnswers) {
+  const std::string good =
+      "{\"mldoctor_probe\":1,\"version_info\":[3,11,2,\"final\"],\"executable\":\"/usr/bin/python3\","
+      "\"prefix\":\"/usr\",\"base_prefix\":\"/usr\",\"path\":[\"\",{\"hex\":\"2f746d702fff\"}],"
+      "\"ext_suffix\":\".cpython-311-x86_64-linux-gnu.so\",\"soabi\":\"cpython-311-x86_64-linux-gnu\","
+      "\"platform\":\"linux-x86_64\"}";
+  PythonFacts f = parse_probe_answer("a .pth file printed this\n" + good, "py: ");
+  EXPECT_EQ(f.version, "3.11.2");
+  ASSERT_EQ(f.sys_path.size(), 2u);
+  EXPECT_EQ(f.sys_path[1], std::string("/tmp/\xff"));
+  EXPECT_EQ(f.machine, "x86_64");
+  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"version_info\":[3]}", "py: "), PyenvError);
+  EXPECT_THROW(parse_probe_answer(good.substr(0, good.size() / 2), "py: "), PyenvError);
+  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"path\":[{\"hex\":\"zz\"}]}", "py: "), PyenvError);
+}
