@@ -45,6 +45,15 @@ class IoError : public std::runtime_error {
 };
 
 // Checked arithmetic on untrusted sizes and offsets.
+// `s` without leading and trailing ASCII whitespace (space, \t, \n, \r,
+// \f, \v): the one trim of every text parser.
+inline std::string_view trim(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 inline std::optional<u64> checked_add(u64 a, u64 b) {
   u64 r;
   if (__builtin_add_overflow(a, b, &r)) return std::nullopt;

@@ -113,11 +113,6 @@ int severity_rank(Severity s) { return s == Severity::Error ? 0 : s == Severity:
 
 std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts::CpuFacts& cpu) {
   if (!cpu.online) return std::nullopt;
-  auto trim = [](std::string_view s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    return std::string(s);
-  };
   // cpuinfo (x86, Linux): each processor's APIC ID from /proc/cpuinfo, the
   // SMT bits from CPUID; processors equal outside those bits are one core.
   const host::CpuFeatures f = host.cpu_features();
@@ -134,7 +129,7 @@ std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts:
         pos = end + 1;
         size_t colon = line.find(':');
         if (colon == std::string_view::npos) continue;
-        std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+        std::string key(trim(line.substr(0, colon))), value(trim(line.substr(colon + 1)));
         try {
           if (key == "processor") processor = static_cast<u32>(std::stoul(value));
           else if (key == "apicid" && processor) apic_of[*processor] = std::stoull(value);

@@ -13,12 +13,6 @@
 namespace mld::gpu {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 std::optional<std::string> read_line(const host::Host& host, const std::string& path) {
   std::optional<std::string> text = host.read_file(path, 4096);
   if (!text) return std::nullopt;

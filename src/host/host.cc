@@ -10,7 +10,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -486,6 +488,89 @@ std::string normalize_path(std::string_view path) {
 }
 
 
+
+// ─── Paths, space and limits ────────────────────────────────────────────────
+
+std::optional<std::string> Host::find_on_path(std::string_view name) const {
+  std::optional<std::string> path_var = getenv("PATH");
+  if (!path_var) return std::nullopt;
+  std::string_view rest = *path_var;
+  while (true) {
+    size_t colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    if (!dir.empty() && dir.front() == '/') {
+      std::string candidate = join_path(dir, name);
+      if (stat(candidate).kind == FileKind::Regular) return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Host::real_path(std::string_view path) const {
+  if (is_live_root()) {
+    char* real = ::realpath(std::string(path).c_str(), nullptr);
+    if (!real) return std::nullopt;
+    std::string out = real;
+    std::free(real);
+    return out;
+  }
+  // Inside the root: resolve component by component, links relative to
+  // their directory, absolute ones from the root; at most 40 links.
+  std::vector<std::string> todo, done;
+  auto push_parts = [&todo](std::string_view p) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < p.size();) {
+      size_t j = p.find('/', i);
+      if (j == std::string_view::npos) j = p.size();
+      if (j > i) parts.emplace_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_parts(path);
+  int links = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    std::string current;
+    for (const std::string& d : done) current += "/" + d;
+    current += "/" + part;
+    FileStat st = lstat(current);
+    if (st.kind == FileKind::Missing || st.kind == FileKind::Error) return std::nullopt;
+    if (st.symlink) {
+      std::optional<std::string> target = read_link(current);
+      if (!target || ++links > 40) return std::nullopt;
+      if (!target->empty() && (*target)[0] == '/') done.clear();
+      push_parts(*target);
+      continue;
+    }
+    done.push_back(part);
+  }
+  std::string out;
+  for (const std::string& d : done) out += "/" + d;
+  return out.empty() ? "/" : out;
+}
+
+std::optional<Host::Space> Host::filesystem_space(std::string_view path) const {
+  struct statvfs st;
+  if (::statvfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
+  return Space{static_cast<u64>(st.f_blocks) * st.f_frsize, static_cast<u64>(st.f_bavail) * st.f_frsize};
+}
+
+std::optional<Host::Limit> Host::resource_limit(int resource) const {
+  if (!is_live_root()) return std::nullopt;
+  struct rlimit r;
+  if (getrlimit(resource, &r) != 0) return std::nullopt;
+  auto value = [](rlim_t v) { return v == RLIM_INFINITY ? ~u64{0} : static_cast<u64>(v); };
+  return Limit{value(r.rlim_cur), value(r.rlim_max)};
+}
 
 // ─── Recording for `snapshot` ───────────────────────────────────────────────
 

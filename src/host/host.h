@@ -113,6 +113,29 @@ class Host {
   // Target of a symlink under the root, nullopt when not a symlink.
   std::optional<std::string> read_link(std::string_view path) const;
 
+  // `name` on the analysed environment's $PATH, as execvp searches it
+  // (relative elements, which name the caller's directory, are skipped);
+  // the path as found, not resolved. nullopt when PATH is unset or lacks it.
+  std::optional<std::string> find_on_path(std::string_view name) const;
+  // The path with every symlink resolved inside the root (realpath(3));
+  // nullopt when a component is missing. /proc/<pid>/fd links name files
+  // by this path.
+  std::optional<std::string> real_path(std::string_view path) const;
+
+  // statvfs(2) of the filesystem holding `path` under the root.
+  struct Space {
+    u64 size_bytes = 0;
+    u64 free_bytes = 0;  // available to unprivileged users
+  };
+  std::optional<Space> filesystem_space(std::string_view path) const;
+  // getrlimit(2) of this process: the live machine only (nullopt under a
+  // root, whose /proc/self/limits says it). ~0 means unlimited.
+  struct Limit {
+    u64 soft = 0;
+    u64 hard = 0;
+  };
+  std::optional<Limit> resource_limit(int resource) const;
+
   // From now on, record what this Host (and its copies) reads into `log`.
   void record_to(std::shared_ptr<AccessLog> log) { log_ = std::move(log); }
 

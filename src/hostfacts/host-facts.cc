@@ -11,7 +11,6 @@
 // /proc/mounts) "size=" option and /proc/self/limits, because statvfs of a
 // fixture directory would describe the test machine's disk.
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 
@@ -57,12 +56,12 @@ std::optional<u64> parse_tmpfs_size(std::string_view v, const MemoryFacts& mem) 
   return checked_mul(*n, mul);
 }
 
-bool shm_from_statvfs(const std::string& native, ShmFacts& shm) {
-  struct statvfs st;
-  if (statvfs(native.c_str(), &st) != 0) return false;
+bool shm_from_statvfs(const host::Host& host, ShmFacts& shm) {
+  std::optional<host::Host::Space> space = host.filesystem_space("/dev/shm");
+  if (!space) return false;
   shm.present = true;
-  shm.size_bytes = static_cast<u64>(st.f_blocks) * st.f_frsize;
-  shm.free_bytes = static_cast<u64>(st.f_bavail) * st.f_frsize;
+  shm.size_bytes = space->size_bytes;
+  shm.free_bytes = space->free_bytes;
   shm.source = "statvfs";
   return true;
 }
@@ -96,7 +95,7 @@ bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& s
 ShmFacts collect_shm(const host::Host& host, const MemoryFacts& mem) {
   ShmFacts shm;
   if (host.is_live_root()) {
-    if (shm_from_statvfs("/dev/shm", shm)) return shm;
+    if (shm_from_statvfs(host, shm)) return shm;
     shm_from_mounts(host, mem, shm);
     return shm;
   }
@@ -107,20 +106,20 @@ ShmFacts collect_shm(const host::Host& host, const MemoryFacts& mem) {
   if (dir.kind == host::FileKind::Directory) {
     shm.present = true;
     if (parent.kind == host::FileKind::Directory && dir.id.dev != parent.id.dev)
-      shm_from_statvfs(host.native_path("/dev/shm"), shm);
+      shm_from_statvfs(host, shm);
     else
       shm.source = "directory (not a mount; size unknown)";
   }
   return shm;
 }
 
-ResourceLimit limit_from_getrlimit(int resource) {
+ResourceLimit limit_from_getrlimit(const host::Host& host, int resource) {
   ResourceLimit l;
-  struct rlimit r;
-  if (getrlimit(resource, &r) != 0) return l;
+  std::optional<host::Host::Limit> r = host.resource_limit(resource);
+  if (!r) return l;
   l.known = true;
-  l.soft = r.rlim_cur == RLIM_INFINITY ? kUnlimited : static_cast<u64>(r.rlim_cur);
-  l.hard = r.rlim_max == RLIM_INFINITY ? kUnlimited : static_cast<u64>(r.rlim_max);
+  l.soft = r->soft;  // ~0 is "unlimited" in both layers
+  l.hard = r->hard;
   l.source = "getrlimit";
   return l;
 }
@@ -151,9 +150,9 @@ ResourceLimit limit_from_proc(const std::optional<std::string>& text, std::strin
 Limits collect_limits(const host::Host& host) {
   Limits limits;
   if (host.is_live_root()) {
-    limits.memlock = limit_from_getrlimit(RLIMIT_MEMLOCK);
-    limits.nofile = limit_from_getrlimit(RLIMIT_NOFILE);
-    limits.nproc = limit_from_getrlimit(RLIMIT_NPROC);
+    limits.memlock = limit_from_getrlimit(host, RLIMIT_MEMLOCK);
+    limits.nofile = limit_from_getrlimit(host, RLIMIT_NOFILE);
+    limits.nproc = limit_from_getrlimit(host, RLIMIT_NPROC);
   }
   std::optional<std::string> text;
   if (!limits.memlock.known || !limits.nofile.known || !limits.nproc.known)

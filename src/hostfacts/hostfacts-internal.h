@@ -17,11 +17,7 @@ namespace mld::hostfacts::detail {
 
 inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
+using mld::trim;
 
 // Splits on one separator character, keeping empty fields.
 inline std::vector<std::string_view> split(std::string_view s, char sep) {

@@ -12,8 +12,6 @@
 // A lock is held when a live process has it open (/proc/*/fd), since
 // FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
 // only poll os.path.exists and hold nothing.
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -42,29 +40,6 @@ bool is_network_fs(const std::string& fstype) {
 
 bool is_dir(const host::Host& host, const std::string& p) {
   return host.stat(p).kind == host::FileKind::Directory;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) i++;
-  return s.substr(i);
-}
-
-// `name` on $PATH (as found, not resolved).
-std::optional<std::string> on_path(const host::Host& host, const std::string& name) {
-  std::string path = host.getenv("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    i = j + 1;
-    if (dir.empty() || dir[0] != '/') continue;
-    std::string candidate = host::join_path(dir, name);
-    if (host.stat(candidate).kind == host::FileKind::Regular) return candidate;
-  }
-  return std::nullopt;
 }
 
 // A symlink chain resolved inside the root (relative links against their
@@ -170,14 +145,9 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
   for (Extension& e : exts) {
     if (!e.lock || e.lock->symlink) continue;
     by_path[e.lock->path] = &*e.lock;
-    by_path[resolve_links(host, e.lock->path)] = &*e.lock;
-    // /proc/<pid>/fd links name the file by its real path; on the live
-    // machine a symlinked directory on the way ($HOME, ~/.cache) differs.
-    if (host.is_live_root())
-      if (char* real = ::realpath(e.lock->path.c_str(), nullptr)) {
-        by_path[real] = &*e.lock;
-        std::free(real);
-      }
+    // /proc/<pid>/fd links name the file by its real path: a symlinked
+    // directory on the way ($HOME, ~/.cache) makes it differ.
+    if (std::optional<std::string> real = host.real_path(e.lock->path)) by_path[*real] = &*e.lock;
   }
   if (by_path.empty()) return;
   std::optional<std::vector<std::string>> procs = host.list_dir("/proc");
@@ -204,7 +174,7 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
       LockState& l = *it->second;
       const u32 p = static_cast<u32>(std::stoul(pid));
       if (std::any_of(l.holders.begin(), l.holders.end(), [&](const LockHolder& h) { return h.pid == p; })) continue;
-      std::string comm = trim(host.read_file("/proc/" + pid + "/comm", 256).value_or(""));
+      std::string comm(trim(host.read_file("/proc/" + pid + "/comm", 256).value_or("")));
       l.holders.push_back({p, comm});
     }
   }
@@ -213,7 +183,7 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
 
 Toolchain find_toolchain(const host::Host& host) {
   Toolchain t;
-  t.ninja = on_path(host, "ninja");
+  t.ninja = host.find_on_path("ninja");
   // torch.utils.cpp_extension._find_cuda_home: CUDA_HOME, CUDA_PATH, the
   // directory above nvcc on PATH, /usr/local/cuda.
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
@@ -225,7 +195,7 @@ Toolchain find_toolchain(const host::Host& host) {
     }
   }
   if (!t.cuda_home) {
-    if (std::optional<std::string> nvcc = on_path(host, "nvcc")) {
+    if (std::optional<std::string> nvcc = host.find_on_path("nvcc")) {
       std::string real = resolve_links(host, *nvcc);
       std::string bin = real.substr(0, real.rfind('/'));
       t.cuda_home = bin.substr(0, bin.rfind('/'));
@@ -260,7 +230,7 @@ Toolchain find_toolchain(const host::Host& host) {
       break;
     }
   }
-  if (std::optional<std::string> gcc = on_path(host, "gcc")) {
+  if (std::optional<std::string> gcc = host.find_on_path("gcc")) {
     std::string real = resolve_links(host, *gcc);
     t.gcc = real;
     // Debian names the driver gcc-<major>; a bare "gcc" has no version in

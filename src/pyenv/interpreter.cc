@@ -42,36 +42,17 @@ bool is_regular(const host::Host& host, const std::string& path) {
   return host.stat(path).kind == host::FileKind::Regular;
 }
 
-// `python3` on the host's $PATH, the way execvp searches it (an empty
-// element is the current directory, which we cannot name; it is skipped).
-std::optional<std::string> find_on_path(const host::Host& host, std::string_view name) {
-  std::optional<std::string> path_var = host.getenv("PATH");
-  if (!path_var) return std::nullopt;
-  std::string_view rest = *path_var;
-  while (true) {
-    size_t colon = rest.find(':');
-    std::string_view dir = rest.substr(0, colon);
-    if (!dir.empty() && dir.front() == '/') {
-      std::string candidate = host::join_path(dir, name);
-      if (is_regular(host, candidate)) return candidate;
-    }
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 InterpreterChoice choose_interpreter(const host::Host& host,
                                      const std::optional<std::string>& flag_python) {
   InterpreterChoice c;
-  c.python3_on_path = find_on_path(host, "python3");
+  c.python3_on_path = host.find_on_path("python3");
   if (flag_python) {
     std::string p = *flag_python;
     // A bare name ("python3.12") is looked up on PATH, as a shell would.
     if (p.find('/') == std::string::npos) {
-      std::optional<std::string> found = find_on_path(host, p);
+      std::optional<std::string> found = host.find_on_path(p);
       if (!found) throw PyenvError("--python " + p + ": not found on PATH");
       p = *found;
     }
@@ -367,12 +348,6 @@ std::optional<PyvenvCfg> read_pyvenv_cfg(const host::Host& host, const std::stri
       rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
       size_t eq = line.find('=');
       if (eq == std::string_view::npos) continue;
-      auto trim = [](std::string_view s) {
-        while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-        while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-          s.remove_suffix(1);
-        return s;
-      };
       std::string key(trim(line.substr(0, eq)));
       std::transform(key.begin(), key.end(), key.begin(), ::tolower);
       std::string value(trim(line.substr(eq + 1)));

@@ -2,8 +2,11 @@
 # labels: scenario
 """`mldoctor check` and `mldoctor fix` on small fixture environments built here:
 CUDA001 (two majors of one CUDA library), MKL001 as an error under
-MKL_THREADING_LAYER=INTEL, ENV findings turned into `fix` output for bash and
+MKL_THREADING_LAYER=INTEL and as a warning when MKL loads before libgomp,
+TLS001's GLIBC_TUNABLES merged into the user's and checked by the real
+imports, ENV findings turned into `fix` output for bash and
 fish (including an unset), --markdown, and an unusable --python (exit 2)."""
+import json
 import os
 import shutil
 import subprocess
@@ -11,8 +14,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from mldtest import MLDOCTOR, check, check_eq, check_in, finish, scratch  # noqa: E402
-from scenarios import (PY, build_ext_module, build_mkl_env, build_so, expect_finding,  # noqa: E402
-                       expect_no_finding, finding_text, run_check, scenario_env, skip_unless)
+from scenarios import (PY, build_ext_module, build_mkl_env, build_so, build_tls_modules,  # noqa: E402
+                       expect_finding, expect_no_finding, finding_text, run_check, run_python, scenario_env,
+                       skip_unless)
 
 
 def run(args, env):
@@ -54,6 +58,44 @@ def mkl_layer_intel(t):
     check_eq(p.returncode if p else None, 1, "exit status with an error finding")
 
 
+def mkl_before_gnu(t):
+    # numpy-with-MKL imported before torch: MKL starts first and picks its
+    # INTEL layer; libgomp comes after it.
+    site = os.path.join(t, "site")
+    os.makedirs(site)
+    build_mkl_env(site)
+    doc, _ = run_check("--import", "mklnumpy,torch", env=scenario_env(pythonpath=site))
+    f = expect_finding(doc, "MKL001", "libmkl_rt before libgomp")
+    if f:
+        check_eq(f.get("severity"), "warning", "MKL001 severity when MKL comes first")
+        check_in("libmkl_rt is loaded before libgomp.so.1", f.get("message", ""), "MKL001 names the order")
+        check_in("MKL_THREADING_LAYER=GNU", f.get("env_fix") or [], "MKL001 fix")
+
+
+def tls_fix_merges_and_works(t):
+    # The user already has a tunable: TLS001's setting keeps it, adds the
+    # static TLS one, and with it the real imports succeed.
+    build_tls_modules(t)
+    mods = ",".join("tlsmod%d" % k for k in range(1, 9))
+    imports = "import " + mods.replace(",", ", ")
+    env = scenario_env(pythonpath=t, GLIBC_TUNABLES="glibc.malloc.arena_max=2")
+    real = run_python(imports, env)
+    check_in("cannot allocate memory in static TLS block", real.stderr, "the imports fail without the fix")
+    doc, _ = run_check("--import", mods, env=env)
+    f = expect_finding(doc, "TLS001", "static TLS with a user tunable")
+    if not f:
+        return
+    fixes = [e for e in f.get("env_fix") or [] if e.startswith("GLIBC_TUNABLES=")]
+    check_eq(len(fixes), 1, "one GLIBC_TUNABLES setting: %s" % f.get("env_fix"))
+    if not fixes:
+        return
+    value = fixes[0].split("=", 1)[1]
+    check(value.startswith("glibc.malloc.arena_max=2:glibc.rtld.optional_static_tls="),
+          "the user's tunable is kept and the static TLS one added: %s" % value)
+    fixed = run_python(imports + "; print('IMPORTED')", dict(env, GLIBC_TUNABLES=value))
+    check_in("IMPORTED", fixed.stdout, "with the predicted setting the real imports succeed (%s)" % fixed.stderr)
+
+
 def fix_output(t):
     env = scenario_env(OMP_NUM_THREADS="four", KMP_DUPLICATE_LIB_OK="TRUE")
     p = run(["fix", "--python", PY, "--import", "numpy"], env)
@@ -63,6 +105,11 @@ def fix_output(t):
     p = run(["fix", "--shell", "fish", "--python", PY, "--import", "numpy"], env)
     check_in("set -e KMP_DUPLICATE_LIB_OK\n", p.stdout, "fish unset")
     check_in("set -gx OMP_NUM_THREADS '", p.stdout, "fish set")
+    p = run(["fix", "--json", "--python", PY, "--import", "numpy"], env)
+    settings = {s["name"]: s for s in json.loads(p.stdout)["settings"]}
+    check_eq(settings.get("KMP_DUPLICATE_LIB_OK", {}).get("value", "absent"), None, "--json: unset is a null value")
+    check_eq(settings.get("KMP_DUPLICATE_LIB_OK", {}).get("rules"), ["ENV003"], "--json: the rule asking for it")
+    check(str(settings.get("OMP_NUM_THREADS", {}).get("value", "")).isdigit(), "--json: OMP_NUM_THREADS value")
     # The bash output, evaluated by bash, leaves the settings it printed.
     bash = subprocess.run(["bash", "-c", 'eval "$("$MLDOCTOR" fix --python %s --import numpy)"; '
                            'echo "${KMP_DUPLICATE_LIB_OK-unset} $OMP_NUM_THREADS"' % PY],
@@ -87,7 +134,8 @@ def main():
     skip_unless("torch", tools=("patchelf", "/usr/lib/x86_64-linux-gnu/libomp.so.5"))
     t = scratch()
     try:
-        for step in (two_cuda_majors, mkl_layer_intel, fix_output, markdown_and_errors):
+        for step in (two_cuda_majors, mkl_layer_intel, mkl_before_gnu, tls_fix_merges_and_works, fix_output,
+                     markdown_and_errors):
             d = os.path.join(t, step.__name__)
             os.makedirs(d)
             step(d)

@@ -249,3 +249,33 @@ TEST(JitArchList, ReportsAListWithoutTheGpusArchitecture) {
   EXPECT_FALSE(finding(run("9.0a"), "JIT008"));
   EXPECT_TRUE(finding(run("10.0"), "JIT008"));  // a newer major's cubin does not run on 9.0
 }
+
+// A holder's /proc/<pid>/fd link names the lock by its real path; a build
+// root reached through a symlinked directory must still find it.
+TEST(JitScan, HolderThroughASymlinkedRoot) {
+  Tree t;
+  t.file("/data/ext/x7/lock");
+  t.link("/link", "data");
+  t.link("/proc/5151/fd/3", "/data/ext/x7/lock");
+  t.file("/proc/5151/comm", "python3\n");
+  host::Host h(t.root(), {{"TORCH_EXTENSIONS_DIR", "/link/ext"}});
+  EXPECT_EQ(h.real_path("/link/ext/x7/lock"), "/data/ext/x7/lock");
+  EXPECT_FALSE(h.real_path("/link/ext/missing"));
+  jit::JitReport r = jit::scan(h, {});
+  const jit::Extension* x7 = find(r, "x7");
+  ASSERT_TRUE(x7 && x7->lock);
+  ASSERT_EQ(x7->lock->holders.size(), 1u);
+  EXPECT_EQ(x7->lock->holders[0].pid, 5151u);
+  EXPECT_TRUE(finding(r, "JIT002"));
+  EXPECT_FALSE(finding(r, "JIT001"));
+}
+
+TEST(HostPath, FindOnPathSkipsRelativeAndMissing) {
+  Tree t;
+  t.file("/opt/bin/ninja", "");
+  t.file("/usr/bin/ninja", "");
+  host::Host h(t.root(), {{"PATH", "bin:/nowhere:/opt/bin:/usr/bin"}});
+  EXPECT_EQ(h.find_on_path("ninja"), "/opt/bin/ninja");
+  EXPECT_FALSE(h.find_on_path("gcc"));
+  EXPECT_FALSE(host::Host(t.root(), {}).find_on_path("ninja"));  // PATH unset
+}
