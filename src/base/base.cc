@@ -37,6 +37,33 @@ std::string to_hex(ByteView bytes) {
   return out;
 }
 
+std::string repair_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; k++) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok && n > 1) {
+      // Overlong forms, surrogates and code points above U+10FFFF.
+      u32 cp = c & (0x7F >> n);
+      for (size_t k = 1; k < n; k++) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+      static const u32 min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= min_for_length[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // fstat() of a just-opened descriptor that must be a regular file; closes

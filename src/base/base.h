@@ -250,4 +250,8 @@ std::string errno_text(int err);
 // Lowercase hex of bytes ("build-id" style).
 std::string to_hex(ByteView bytes);
 
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD
+// (paths and program output are bytes; JSON wants text).
+std::string repair_utf8(std::string_view s);
+
 }  // namespace mld

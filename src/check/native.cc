@@ -148,22 +148,6 @@ void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mk
   sink.add(std::move(f));
 }
 
-// GLIBC_TUNABLES with the static TLS item of the fix in place of any it had.
-std::string merged_tunables(const std::optional<std::string>& current, const std::string& item) {
-  if (!current || current->empty()) return item;
-  const std::string key = item.substr(0, item.find('='));
-  std::string out;
-  size_t i = 0;
-  while (i <= current->size()) {
-    size_t j = current->find(':', i);
-    if (j == std::string::npos) j = current->size();
-    std::string part = current->substr(i, j - i);
-    if (!part.empty() && part.substr(0, part.find('=')) != key) out += (out.empty() ? "" : ":") + part;
-    i = j + 1;
-  }
-  return out + (out.empty() ? "" : ":") + item;
-}
-
 void find_static_tls(const ImportSimulation& sim, const host::Host& host, FindingSink& sink) {
   FindingList local;
   loader::find_dlopen_hazards(sim.sequence, local);
@@ -177,7 +161,7 @@ void find_static_tls(const ImportSimulation& sim, const host::Host& host, Findin
       break;
     }
     if (sim.sequence.tunables_fix) {
-      const std::string value = merged_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
+      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
       f.env_fix = {"GLIBC_TUNABLES=" + value};
       f.fix = "export GLIBC_TUNABLES=" + value + " (a larger static TLS surplus, glibc 2.32+)";
     }

@@ -71,6 +71,17 @@ struct SnapshotOptions {
 };
 int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts);
 
+struct RunOptions {
+  std::vector<std::string> argv;      // the command
+  double hang_timeout = 0;            // --hang-timeout S (0: no watchdog)
+  bool kill_on_hang = false;
+  std::string trace_dir;              // --trace-dir: keep the events there
+  std::string report_file;            // --report FILE instead of stderr
+};
+// Runs the command and ends the way it ended (does not return after a
+// started command, except on a tool error before it).
+int run_run(const CommonOptions& common, const RunOptions& opts);
+
 // The machine a command analyses: this one, or the tree of --root with its
 // own recorded environment when it is an unpacked snapshot.
 host::Host analysed_host(const CommonOptions& common);

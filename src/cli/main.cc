@@ -118,6 +118,19 @@ int main(int argc, char** argv) {
   snap_cmd->add_option("--python", snap_python, "the interpreter check examines");
   add_common(snap_cmd);
 
+  RunOptions run_opts;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "run a job and report what happened inside it: runtimes loaded and by whom, failed dlopen calls, "
+             "thread counts changed, hangs (mldoctor run [options] -- CMD ...)");
+  run_cmd->add_option("--hang-timeout", run_opts.hang_timeout,
+                      "report a hang after S seconds without CPU progress, output or events")
+      ->check(CLI::NonNegativeNumber);
+  run_cmd->add_flag("--kill-on-hang", run_opts.kill_on_hang, "stop the job when a hang is reported");
+  run_cmd->add_option("--trace-dir", run_opts.trace_dir, "keep the per-process event files in DIR (private, 0700)");
+  run_cmd->add_option("--report", run_opts.report_file, "write the report to FILE instead of stderr");
+  run_cmd->add_option("command", run_opts.argv, "the command and its arguments, after --");
+  add_common(run_cmd);
+
   CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   add_common(rules_cmd);
   std::string explain_id;
@@ -162,6 +175,11 @@ int main(int argc, char** argv) {
     if (*snap_cmd) {
       if (!snap_python.empty()) snap.python = snap_python;
       return run_snapshot(common, snap);
+    }
+    if (*run_cmd) {
+      if (!run_opts.report_file.empty() || !isatty(STDERR_FILENO)) common.color = false;
+      else common.color = !no_color && !std::getenv("NO_COLOR");
+      return run_run(common, run_opts);
     }
     if (*check_cmd) return run_check(common, check);
     if (*fix_cmd) return run_fix(common, check, shell);

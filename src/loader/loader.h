@@ -387,6 +387,10 @@ struct DlopenSequence {
 // `process` (normally the result of Loader::load_program on the executable),
 // with static TLS as glibc allocates it. Objects of a failed call are removed
 // again, as glibc's rollback does.
+// `current` (a GLIBC_TUNABLES value or nullopt) with `item` ("name=value")
+// in place of any item of that name it had, the others kept in order.
+std::string merge_glibc_tunables(const std::optional<std::string>& current, const std::string& item);
+
 DlopenSequence simulate_dlopen_sequence(Loader& loader, Process& process,
                                         const std::vector<std::string>& names,
                                         const StaticTlsParams& params);

@@ -495,4 +495,20 @@ void StaticTlsArena::release_all(const std::vector<Released>& freed) {
   if (any && end == used_) used_ = start;
 }
 
+// GLIBC_TUNABLES with the static TLS item of the fix in place of any it had.
+std::string merge_glibc_tunables(const std::optional<std::string>& current, const std::string& item) {
+  if (!current || current->empty()) return item;
+  const std::string key = item.substr(0, item.find('='));
+  std::string out;
+  size_t i = 0;
+  while (i <= current->size()) {
+    size_t j = current->find(':', i);
+    if (j == std::string::npos) j = current->size();
+    std::string part = current->substr(i, j - i);
+    if (!part.empty() && part.substr(0, part.find('=')) != key) out += (out.empty() ? "" : ":") + part;
+    i = j + 1;
+  }
+  return out + (out.empty() ? "" : ":") + item;
+}
+
 }  // namespace mld::loader

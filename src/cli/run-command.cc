@@ -1,0 +1,337 @@
+// run-command.cc — `mldoctor run -- CMD ...`: runs the command with the
+// trace shims, then reports what happened inside every process of the job.
+//
+// The command's stdout/stderr/stdin, terminal and exit are its own: the
+// report goes to stderr after the job ends (or to --report FILE), a hang
+// report as soon as the watchdog sees one, and mldoctor ends the way the
+// command ended (exit code or signal), so `mldoctor run -- CMD` can stand
+// in for `CMD` in scripts and job files.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "loader/loader.h"
+#include "logs/logs.h"
+#include "report/report.h"
+#include "run/run.h"
+
+namespace mld::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::string base(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// argv as one printable line: control characters (a `python -c` script's
+// newlines) shown as spaces, at most 120 bytes.
+std::string one_line(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  for (char& c : cmd)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  if (cmd.size() > 120) cmd = cmd.substr(0, 117) + "...";
+  return cmd;
+}
+
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return std::string("SIG") + (name ? name : std::to_string(sig).c_str());
+}
+
+std::string status_text(const run::LaunchResult& r) {
+  if (!r.started) return "did not start: " + r.error;
+  if (r.status.signaled)
+    return "killed by " + signal_text(r.status.code) + (r.status.core_dumped ? " (core dumped)" : "");
+  return "exit " + std::to_string(r.status.code);
+}
+
+// The trace directory: the user's (created 0700, or an existing private one
+// of ours) or a fresh one under $TMPDIR that is removed afterwards.
+bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary, std::string& error) {
+  if (wanted.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mldoctor-run-XXXXXX";
+    if (!mkdtemp(templ.data())) {
+      error = "cannot create a trace directory in " + templ.substr(0, templ.rfind('/')) + ": " + errno_text(errno);
+      return false;
+    }
+    dir = templ;
+    temporary = true;
+    return true;
+  }
+  char real[4096];
+  if (mkdir(wanted.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = "--trace-dir " + wanted + ": " + errno_text(errno);
+    return false;
+  }
+  struct stat st {};
+  if (lstat(wanted.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    error = "--trace-dir " + wanted + ": not a directory";
+    return false;
+  }
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    error = "--trace-dir " + wanted + ": must be a private directory of this user (mode 0700); events name "
+            "every library and variable of the job";
+    return false;
+  }
+  dir = realpath(wanted.c_str(), real) ? std::string(real) : wanted;
+  temporary = false;
+  return true;
+}
+
+void remove_trace_dir(const std::string& dir) {
+  // Only the event files the shims write, then the (then empty) directory.
+  if (std::optional<std::vector<std::string>> names = host::Host::live().list_dir(dir))
+    for (const std::string& n : *names)
+      if (n.ends_with(".jsonl")) unlink((dir + "/" + n).c_str());
+  rmdir(dir.c_str());
+}
+
+void print_process(std::FILE* out, const run::TracedProcess& p, const std::string& indent) {
+  std::string cmd;
+  if (!p.images.empty()) cmd = one_line(p.images.back().argv);
+  std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
+               p.forked_from ? (" (fork of " + std::to_string(*p.forked_from) + ")").c_str() : "",
+               p.images.empty() ? "(no start event: forked)" : cmd.c_str());
+  for (size_t i = 0; i + 1 < p.images.size(); i++)
+    std::fprintf(out, "%s  exec'd from %s\n", indent.c_str(), p.images[i].exe.c_str());
+  size_t dl = 0;
+  for (const run::LoadedObject& o : p.objects) dl += o.kind != run::LoadKind::Startup;
+  std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
+  for (const run::LoadedObject& o : p.objects) {
+    loader::Object lo;
+    lo.path = o.path;
+    const std::string b = base(o.path);
+    const bool runtime = loader::openmp_kind(lo) != loader::OpenMpKind::None || b.starts_with("libmkl_rt") ||
+                         b.starts_with("libopenblas");
+    if (runtime && !o.removed_by_failure)
+      std::fprintf(out, "%s  runtime %s: %s\n", indent.c_str(), o.path.c_str(), run::load_chain(p, o.path).c_str());
+  }
+  for (const run::FailedLoad& f : p.failed) {
+    std::string how = f.removed.empty() ? "not found" : "failed after mapping";
+    std::fprintf(out, "%s  failed %s %s (%s%s)%s%s\n", indent.c_str(), std::string(run::load_kind_name(f.kind)).c_str(),
+                 f.name.c_str(), how.c_str(), f.requester.empty() ? "" : (", by " + base(f.requester)).c_str(),
+                 f.message.empty() ? "" : ": ", f.message.c_str());
+  }
+  for (const run::ThreadCall& c : p.thread_calls) {
+    std::string change = c.result ? " -> " + std::to_string(*c.result)
+                                  : " (" + (c.before ? std::to_string(*c.before) : std::string("?")) + " -> " +
+                                        (c.after ? std::to_string(*c.after) : std::string("?")) + ")";
+    std::fprintf(out, "%s  %s(%lld)%s from %s into %s\n", indent.c_str(), c.fn.c_str(), c.value, change.c_str(),
+                 base(c.caller).c_str(), base(c.runtime).c_str());
+  }
+  for (const run::EnvChange& e : p.env_changes)
+    std::fprintf(out, "%s  %s %s%s%s from %s\n", indent.c_str(), e.op.c_str(), e.name.c_str(), e.value ? "=" : "",
+                 e.value ? e.value->c_str() : "", base(e.caller).c_str());
+  for (const run::ForkEvent& f : p.forks)
+    std::fprintf(out, "%s  fork -> pid %ld with %ld threads%s\n", indent.c_str(), f.child, f.threads,
+                 f.openmp.empty() ? "" : (" after OpenMP (" + base(f.openmp.front()) + ") was loaded").c_str());
+  for (const run::RuntimeState& r : p.runtimes)
+    if (r.threads)
+      std::fprintf(out, "%s  at exit %s: %lld threads%s\n", indent.c_str(), base(r.path).c_str(), *r.threads,
+                   r.config.empty() ? "" : (" (" + r.config + ")").c_str());
+  if (p.bad_lines) std::fprintf(out, "%s  %llu event lines unreadable (cut by a crash?)\n", indent.c_str(),
+                                static_cast<unsigned long long>(p.bad_lines));
+}
+
+json process_json(const run::TracedProcess& p) {
+  json images = json::array();
+  for (const run::Image& im : p.images)
+    images.push_back({{"exe", repair_utf8(im.exe)}, {"argv", im.argv}, {"ppid", im.ppid}, {"glibc", im.glibc}});
+  json objects = json::array();
+  for (const run::LoadedObject& o : p.objects)
+    objects.push_back({{"path", repair_utf8(o.path)},
+                       {"requested", repair_utf8(o.requested)},
+                       {"requester", repair_utf8(o.requester)},
+                       {"kind", run::load_kind_name(o.kind)},
+                       {"lmid", o.lmid},
+                       {"closed", o.closed},
+                       {"removed_by_failure", o.removed_by_failure}});
+  json failed = json::array();
+  for (const run::FailedLoad& f : p.failed)
+    failed.push_back({{"name", repair_utf8(f.name)},
+                      {"requester", repair_utf8(f.requester)},
+                      {"kind", run::load_kind_name(f.kind)},
+                      {"candidates", f.candidates.size()},
+                      {"removed", f.removed},
+                      {"message", repair_utf8(f.message)}});
+  json calls = json::array();
+  for (const run::ThreadCall& c : p.thread_calls) {
+    json j = {{"fn", c.fn}, {"value", c.value}, {"caller", repair_utf8(c.caller)}, {"runtime", repair_utf8(c.runtime)}};
+    j["before"] = c.before ? json(*c.before) : json(nullptr);
+    j["after"] = c.after ? json(*c.after) : json(nullptr);
+    if (c.result) j["result"] = *c.result;
+    calls.push_back(std::move(j));
+  }
+  json env = json::array();
+  for (const run::EnvChange& e : p.env_changes)
+    env.push_back({{"op", e.op}, {"name", e.name}, {"value", e.value ? json(repair_utf8(*e.value)) : json(nullptr)},
+                   {"caller", repair_utf8(e.caller)}});
+  json forks = json::array();
+  for (const run::ForkEvent& f : p.forks)
+    forks.push_back({{"child", f.child}, {"threads", f.threads}, {"openmp", f.openmp}});
+  json runtimes = json::array();
+  for (const run::RuntimeState& r : p.runtimes)
+    runtimes.push_back({{"path", repair_utf8(r.path)}, {"kind", r.kind},
+                        {"threads", r.threads ? json(*r.threads) : json(nullptr)}, {"config", r.config}});
+  json j = {{"pid", p.pid},           {"images", images}, {"objects", objects},  {"failed_loads", failed},
+            {"thread_calls", calls},  {"env_changes", env}, {"forks", forks},     {"runtimes_at_exit", runtimes},
+            {"exited", p.exited},     {"unreadable_lines", p.bad_lines}};
+  j["forked_from"] = p.forked_from ? json(*p.forked_from) : json(nullptr);
+  return j;
+}
+
+void print_hang(std::FILE* out, const std::vector<Finding>& findings, const CommonOptions& common) {
+  report::Style style{common.color, true};
+  std::fprintf(out, "\nmldoctor run: the job looks hung (it keeps running)\n");
+  for (const Finding& f : findings) report::print_finding(out, f, style);
+  std::fflush(out);
+}
+
+}  // namespace
+
+int run_run(const CommonOptions& common, const RunOptions& opts) {
+  if (opts.argv.empty()) {
+    print_error("run: no command given (mldoctor run [options] -- CMD ...)");
+    return 2;
+  }
+  std::FILE* out = stderr;
+  if (!opts.report_file.empty()) {
+    const int fd = open(opts.report_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    out = fd >= 0 ? fdopen(fd, "w") : nullptr;
+    if (!out) {
+      print_error("--report " + opts.report_file + ": " + errno_text(errno));
+      return 2;
+    }
+  }
+  rules::RuleSet rule_set;
+  if (!load_rules(common, rule_set)) return 2;
+  std::vector<rules::RuleError> rule_errors;
+  std::shared_ptr<const logs::Matcher> matcher =
+      logs::Matcher::compile(rule_set, rule_errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
+  for (const rules::RuleError& e : rule_errors) print_error(e.origin + ": " + e.message);
+  if (!rule_errors.empty()) return 2;
+
+  std::string trace_dir, error;
+  bool temporary = false;
+  if (!prepare_trace_dir(opts.trace_dir, trace_dir, temporary, error)) {
+    print_error(error);
+    return 2;
+  }
+  host::Host host = host::Host::live();
+  char cwd_buf[4096];
+  const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : "";
+
+  run::LaunchOptions lo;
+  lo.argv = opts.argv;
+  lo.trace_dir = trace_dir;
+  lo.hang_timeout = opts.hang_timeout;
+  lo.kill_on_hang = opts.kill_on_hang;
+  std::optional<std::string> shims = run::find_shim_dir();
+  std::vector<Finding> hang_findings;
+  lo.on_hang = [&](const run::HangSample& s) {
+    FindingList found;
+    run::analyse_hang(s, host, cwd, found);
+    for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
+    if (common.format != OutputFormat::Json) print_hang(out, found.findings, common);
+    for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
+  };
+  if (shims) lo.shim_dir = *shims;
+  run::LaunchResult lr;
+  if (shims) {
+    lr = run::launch(host, lo);
+  } else {
+    // No shims: the command still runs, watched from outside only.
+    lo.shim_dir = "/nonexistent-mldoctor-shims";
+    lr = run::launch(host, lo);
+    lr.not_traced_reasons.push_back("the trace shims (libmldoctor-audit.so, libmldoctor-preload.so) were not "
+                                    "found next to mldoctor or in ../lib/mldoctor; set MLDOCTOR_SHIM_DIR");
+  }
+  if (!lr.started) print_error(lr.error);
+
+  run::Trace trace = run::read_trace(trace_dir);
+  if (temporary) remove_trace_dir(trace_dir);
+
+  FindingList found;
+  run::AnalysisContext ctx;
+  ctx.host = &host;
+  ctx.status = lr.status;
+  ctx.not_traced_reasons = lr.not_traced_reasons;
+  ctx.child_pid = lr.started ? lr.pid : 0;
+  run::analyse(trace, ctx, found);
+  // dlerror texts through the log rules: the knowledge base's explanations
+  // of "cannot open shared object file", "version `GLIBCXX_…' not found".
+  // Only for processes that failed: a program that probes for an optional
+  // library (llvmlite looks for libsvml.so) and goes on has handled it.
+  {
+    logs::Scanner scanner(matcher, logs::ScanOptions{0, "dlerror", 1});
+    for (const auto& [pid, p] : trace.processes) {
+      const bool failed = pid == lr.pid ? lr.status.signaled || lr.status.code != 0 : !p.exited;
+      if (!failed) continue;
+      for (const run::DlError& e : p.dlerrors) {
+        std::string line = e.message + "\n";
+        scanner.feed(ByteView(reinterpret_cast<const u8*>(line.data()), line.size()));
+      }
+    }
+    scanner.finish();
+    for (const logs::LogFinding* lf : scanner.findings()) {
+      bool dup = false;
+      for (const Finding& f : found.findings) dup |= f.rule == "TLS001" && lf->finding.rule.starts_with("TLS");
+      if (!dup) found.findings.push_back(lf->finding);
+    }
+  }
+  for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
+  for (Finding& f : hang_findings) found.findings.push_back(std::move(f));
+  std::vector<const Finding*> all;
+  for (const Finding& f : found.findings) all.push_back(&f);
+
+  const std::string cmd = one_line(opts.argv);
+  if (common.format == OutputFormat::Json) {
+    json procs = json::array();
+    for (const auto& [pid, p] : trace.processes) procs.push_back(process_json(p));
+    json findings = json::array();
+    for (const Finding* f : all) findings.push_back(report::finding_json(*f));
+    json status = {{"started", lr.started}, {"seconds", lr.seconds}};
+    if (lr.status.signaled) status["signal"] = signal_text(lr.status.code);
+    else status["exit_code"] = lr.status.code;
+    status["killed_on_hang"] = lr.killed_on_hang;
+    json doc = {{"schema", "mldoctor.run/1"},
+                {"version", MLD_VERSION},
+                {"command", opts.argv},
+                {"status", status},
+                {"processes", procs},
+                {"not_traced", lr.not_traced_reasons},
+                {"trace_errors", trace.errors},
+                {"findings", findings}};
+    std::fprintf(out, "%s\n", doc.dump(2).c_str());
+  } else {
+    report::Style style{common.color, true};
+    std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
+    std::fprintf(out, "%-9s %s after %.2f s\n", "status", status_text(lr).c_str(), lr.seconds);
+    std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
+    for (const auto& [pid, p] : trace.processes) print_process(out, p, "  ");
+    for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
+    std::fprintf(out, "\n");
+    if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
+    for (const Finding* f : all) report::print_finding(out, *f, style);
+    std::string summary = report::summary_line(all);
+    if (!summary.empty()) std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+  }
+  if (!temporary && common.format != OutputFormat::Json)
+    std::fprintf(out, "trace events kept in %s\n", trace_dir.c_str());
+  std::fflush(out);
+  if (out != stderr) std::fclose(out);
+  if (!lr.started) return lr.status.code ? lr.status.code : 127;
+  run::exit_like(lr.status);
+}
+
+}  // namespace mld::cli

@@ -1,0 +1,268 @@
+// analysis.cc — what the events of a job mean.
+//
+//   OMP001  a process held several OpenMP runtimes: each with the chain of
+//           loads that brought it; an error when two are LLVM/Intel copies
+//           (the second aborts with "OMP: Error #15")
+//   THR003  one library changed the thread count of a runtime after another
+//           library had set it (seed 003: numba's omppool resets torch's
+//           libgomp count), with both callers and the values
+//   TLS001  a dlopen failed on static TLS: the real failure, replayed
+//           through the loader model of this process to get the TLS already
+//           in use and the GLIBC_TUNABLES value under which it loads (with
+//           and without the audit module, which itself costs surplus)
+//   RUN001  a process the shims could not see into
+// Failed loads and dlerror texts are also matched against the log rules by
+// the CLI, which owns the rule databases.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "loader/loader.h"
+#include "run/run.h"
+
+namespace mld::run {
+
+namespace {
+
+std::string base(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+const LoadedObject* find_object(const TracedProcess& p, const std::string& path) {
+  for (size_t i = p.objects.size(); i-- > 0;)
+    if (p.objects[i].path == path) return &p.objects[i];
+  return nullptr;
+}
+
+std::string process_name(const TracedProcess& p) {
+  if (p.images.empty()) return "pid " + std::to_string(p.pid);
+  const Image& im = p.images.back();
+  std::string cmd;
+  for (size_t i = 0; i < im.argv.size() && i < 4; i++) cmd += (i ? " " : "") + im.argv[i];
+  for (char& c : cmd)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  if (im.argv.size() > 4) cmd += " ...";
+  if (cmd.size() > 80) cmd = cmd.substr(0, 77) + "...";
+  return "pid " + std::to_string(p.pid) + " (" + (cmd.empty() ? base(im.exe) : cmd) + ")";
+}
+
+loader::OpenMpKind openmp_kind_of(const std::string& path) {
+  loader::Object o;
+  o.path = path;
+  return loader::openmp_kind(o);
+}
+
+void find_openmp(const TracedProcess& p, const AnalysisContext& ctx, FindingSink& sink) {
+  std::vector<const LoadedObject*> runtimes;
+  std::set<std::string> seen;
+  for (const LoadedObject& o : p.objects) {
+    if (o.removed_by_failure || openmp_kind_of(o.path) == loader::OpenMpKind::None) continue;
+    if (seen.insert(o.path).second) runtimes.push_back(&o);
+  }
+  if (runtimes.size() < 2) return;
+  int kmp = 0;
+  for (const LoadedObject* o : runtimes) kmp += openmp_kind_of(o->path) != loader::OpenMpKind::Gnu;
+  const bool aborted = ctx.status && ctx.status->signaled && ctx.status->code == 6 && p.pid == ctx.child_pid;
+  Finding f;
+  f.rule = "OMP001";
+  f.severity = kmp >= 2 ? Severity::Error : Severity::Warning;
+  f.subject = process_name(p);
+  f.message = std::to_string(runtimes.size()) + " OpenMP runtimes were loaded in " + f.subject +
+              (kmp >= 2 ? aborted ? ": the second LLVM/Intel copy aborted it (\"OMP: Error #15\")"
+                                  : ": the second LLVM/Intel copy aborts with \"OMP: Error #15\" when it starts"
+                        : ": each keeps its own thread pool and thread count");
+  for (const LoadedObject* o : runtimes)
+    f.evidence.push_back({std::string(loader::openmp_kind_name(openmp_kind_of(o->path))) + " " + o->path + ": " +
+                              load_chain(p, o->path),
+                          "", std::nullopt});
+  f.fix = "install the packages from one channel so they share one OpenMP runtime (all Debian, all conda-forge, "
+          "or all PyPI wheels); with MKL, MKL_THREADING_LAYER=GNU lets it use libgomp; do not set "
+          "KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
+  sink.add(std::move(f));
+}
+
+// Per runtime, in time order: a call from another library that leaves a
+// different count than the previous caller had set.
+void find_thread_overrides(const TracedProcess& p, FindingSink& sink) {
+  struct Last {
+    const ThreadCall* call = nullptr;
+  };
+  std::map<std::string, Last> last;  // runtime|family -> last count setter
+  std::set<std::string> reported;
+  for (const ThreadCall& c : p.thread_calls) {
+    if (c.fn.find("threading_layer") != std::string::npos || c.fn.find("Threading_Layer") != std::string::npos)
+      continue;
+    Last& l = last[c.runtime];
+    const long long now = c.after.value_or(c.value);
+    if (l.call && l.call->caller != c.caller) {
+      const long long had = l.call->after.value_or(l.call->value);
+      const long long before = c.before.value_or(had);
+      if (before != now && reported.insert(c.caller + "|" + l.call->caller + "|" + c.runtime).second) {
+        Finding f;
+        f.rule = "THR003";
+        f.severity = Severity::Warning;
+        f.subject = base(c.caller);
+        f.message = base(c.caller) + " changed " + base(c.runtime) + "'s thread count from " +
+                    std::to_string(before) + " to " + std::to_string(now) + " in " + process_name(p) +
+                    ", after " + base(l.call->caller) + " had set it to " + std::to_string(had);
+        f.evidence.push_back({l.call->fn + "(" + std::to_string(l.call->value) + ") from " + l.call->caller +
+                                  " into " + l.call->runtime,
+                              "", std::nullopt});
+        f.evidence.push_back({c.fn + "(" + std::to_string(c.value) + ") from " + c.caller + " into " + c.runtime +
+                                  ": " + std::to_string(before) + " -> " + std::to_string(now),
+                              "", std::nullopt});
+        if (c.caller.find("numba") != std::string::npos) {
+          f.fix = "give numba the count the other library set: export NUMBA_NUM_THREADS=" + std::to_string(had) +
+                  " before Python starts, or call torch.set_num_threads(" + std::to_string(had) +
+                  ") after numba's first parallel call, or keep numba off this runtime with "
+                  "NUMBA_THREADING_LAYER=workqueue";
+          f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(had));
+        } else {
+          f.fix = "set the count once for every library before the process starts (OMP_NUM_THREADS, "
+                  "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS), or set it again after " +
+                  base(c.caller) + " has run";
+        }
+        sink.add(std::move(f));
+      }
+    }
+    l.call = &c;
+  }
+}
+
+// The real static TLS failure, replayed through the loader model of this
+// process: the program, then each dlopen() root in the order it happened.
+void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, FindingSink& sink) {
+  const FailedLoad* failure = nullptr;
+  for (const FailedLoad& f : p.failed)
+    if (f.message.find("static TLS") != std::string::npos) {
+      failure = &f;
+      break;
+    }
+  if (!failure || p.images.empty() || !ctx.host) return;
+  const host::Host& host = *ctx.host;
+  const Image& im = p.images.back();
+  std::string tls_module = failure->message.substr(0, failure->message.find(": "));
+
+  Finding f;
+  f.rule = "TLS001";
+  f.severity = Severity::Error;
+  f.subject = failure->name;
+  f.message = "dlopen(" + failure->name + ") in " + process_name(p) + " failed: " + failure->message;
+  if (!failure->requester.empty()) f.evidence.push_back({"called from " + failure->requester, "", std::nullopt});
+
+  std::vector<std::string> roots;
+  for (const LoadedObject& o : p.objects)
+    if (o.kind == LoadKind::Dlopen && o.lmid == 0 && o.t < failure->t && !o.closed && !o.removed_by_failure)
+      roots.push_back(o.path);
+  roots.push_back(failure->name);
+
+  std::optional<loader::GlibcVersion> glibc = loader::parse_glibc_version(im.glibc);
+  try {
+    if (!glibc) throw std::runtime_error("glibc release unknown");
+    std::string exe = im.exe;
+    std::optional<std::string> bytes = host.read_file(exe, 64);
+    if (!bytes || bytes->size() < 20) throw std::runtime_error("cannot read " + exe);
+    const u16 machine = static_cast<u16>(static_cast<unsigned char>((*bytes)[18]) |
+                                         static_cast<unsigned char>((*bytes)[19]) << 8);
+    loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
+    // The user's process, and the same process with the audit module (one
+    // more namespace: research/glibc-tls-audit.md §3, 16 bytes less room).
+    std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
+    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
+    loader::StaticTlsParams traced = *params;
+    traced.naudit += 1;
+    loader::Process plain_process = ld.load_program(exe);
+    loader::Process traced_process = plain_process;
+    loader::DlopenSequence plain = loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
+    loader::DlopenSequence under_run = loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
+    const loader::DlopenStep& last = under_run.steps.back();
+    FindingList model;
+    loader::find_dlopen_hazards(under_run, model);
+    if (!last.ok && !model.findings.empty()) {
+      for (Evidence& e : model.findings.front().evidence) f.evidence.push_back(e);
+      f.evidence.push_back({"mldoctor's loader model of this process fails at the same dlopen: " + last.error, "",
+                            std::nullopt});
+    } else {
+      f.evidence.push_back({"mldoctor's loader model of this process loads it (" + std::to_string(roots.size()) +
+                                " dlopen calls replayed); the failure may depend on objects the model does not see",
+                            "", std::nullopt});
+    }
+    if (!plain.steps.back().ok)
+      f.evidence.push_back({"it fails without mldoctor run too", "", std::nullopt});
+    else if (plain.steps.back().ok)
+      f.evidence.push_back({"without the audit module of mldoctor run it would load: auditing costs static TLS", "",
+                            std::nullopt});
+    if (under_run.tunables_fix) {
+      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *under_run.tunables_fix);
+      f.env_fix = {"GLIBC_TUNABLES=" + value};
+      f.fix = "export GLIBC_TUNABLES=" + value + " (a larger static TLS surplus, glibc 2.32+; enough with and "
+              "without mldoctor run), or import " + base(failure->name) + " before the modules that use static TLS";
+    }
+  } catch (const std::exception& e) {
+    f.evidence.push_back({"the loader model could not replay this process: " + std::string(e.what()), "",
+                          std::nullopt});
+  }
+  if (f.fix.empty())
+    f.fix = "raise the static TLS surplus: GLIBC_TUNABLES=glibc.rtld.optional_static_tls=<bytes> (glibc 2.32+), "
+            "or load " + base(tls_module) + " first";
+  sink.add(std::move(f));
+}
+
+}  // namespace
+
+std::string load_chain(const TracedProcess& p, const std::string& path) {
+  std::string out;
+  std::string current = path;
+  std::set<std::string> seen;
+  for (int depth = 0; depth < 12 && seen.insert(current).second; depth++) {
+    const LoadedObject* o = find_object(p, current);
+    if (!o) break;
+    if (!out.empty()) out += ", ";
+    switch (o->kind) {
+      case LoadKind::Startup:
+        if (o->requester.empty()) {
+          out += o->requested.empty() ? "the program" : "loaded at start-up";
+          return out;
+        }
+        out += "needed by " + base(o->requester) + " at start-up";
+        return out;
+      case LoadKind::Dlopen:
+        out += "dlopen()ed by " + (o->requester.empty() ? std::string("?") : base(o->requester));
+        if (depth > 0) out += " as " + o->path;
+        return out;
+      case LoadKind::Needed:
+        out += "needed by " + base(o->requester);
+        break;
+    }
+    current = o->requester;
+  }
+  return out;
+}
+
+void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) {
+  for (const auto& [pid, p] : trace.processes) {
+    find_openmp(p, ctx, sink);
+    find_thread_overrides(p, sink);
+    find_static_tls(p, ctx, sink);
+  }
+  // The command itself left no events: nothing inside it could be seen.
+  const bool child_seen = trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty();
+  if (ctx.child_pid && !child_seen) {
+    Finding f;
+    f.rule = "RUN001";
+    f.severity = Severity::Info;
+    f.subject = "pid " + std::to_string(ctx.child_pid);
+    f.message = "the command ran, but mldoctor's shims did not load in it: loads, dlopen errors and thread-count "
+                "calls inside it were not seen";
+    for (const std::string& r : ctx.not_traced_reasons) f.evidence.push_back({r, "", std::nullopt});
+    if (ctx.not_traced_reasons.empty())
+      f.evidence.push_back({"no events from pid " + std::to_string(ctx.child_pid) +
+                                " (a static or setuid program, or one that cleared LD_AUDIT/LD_PRELOAD)",
+                            "", std::nullopt});
+    f.fix = "run the dynamically linked program itself (for a setuid or static wrapper, the program it starts)";
+    sink.add(std::move(f));
+  }
+}
+
+}  // namespace mld::run

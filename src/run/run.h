@@ -1,0 +1,233 @@
+// run.h — `mldoctor run`: a real job watched from inside and outside.
+//
+// Inside, two C shims (src/trace: an rtld-audit module and an LD_PRELOAD
+// interposer) write each process's events to <trace dir>/<pid>.jsonl. This
+// module reads them back into one model of the job (trace.cc), turns that
+// model into findings (analysis.cc), launches the command so that it behaves
+// as without us (launch.cc), and watches it for hangs (watchdog.cc).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "findings/findings.h"
+#include "host/host.h"
+
+namespace mld::run {
+
+// ─── trace.cc ───────────────────────────────────────────────────────────────
+
+// How an object came into the process.
+enum class LoadKind {
+  Startup,  // mapped before main (the program's DT_NEEDED closure, LD_PRELOAD)
+  Dlopen,   // the object a dlopen() call named
+  Needed,   // a dependency of a dlopen()ed object
+};
+std::string_view load_kind_name(LoadKind k);
+
+struct LoadedObject {
+  std::string path;          // l_name as mapped
+  std::string requested;     // the name that was searched for ("" for the program, ld.so)
+  std::string requester;     // the object that asked: dlopen caller or the DT_NEEDED owner
+  LoadKind kind = LoadKind::Startup;
+  long lmid = 0;
+  u64 t = 0;                 // CLOCK_MONOTONIC ns
+  bool closed = false;       // dlclose'd (or removed by a failed dlopen) before exit
+  bool removed_by_failure = false;
+};
+
+// A dlopen (or a dependency of one) that did not end with a loaded object.
+struct FailedLoad {
+  std::string name;                     // as requested
+  std::string requester;
+  LoadKind kind = LoadKind::Dlopen;
+  std::vector<std::string> candidates;  // paths ld.so tried (not-found case)
+  std::vector<std::string> removed;     // objects mapped and then removed again
+  std::string message;                  // the program's dlerror() text, if it asked
+  u64 t = 0;
+  long tid = 0;
+};
+
+struct ThreadCall {
+  std::string fn;                  // "omp_set_num_threads"
+  long long value = 0;             // the argument
+  std::optional<long long> before, after, result;
+  std::string caller;              // the object the call came from
+  std::string runtime;             // the object it landed in
+  u64 t = 0;
+  long tid = 0;
+};
+
+struct EnvChange {
+  std::string op;                  // setenv, setenv-if-unset, putenv, unsetenv
+  std::string name;
+  std::optional<std::string> value;
+  std::string caller;
+  u64 t = 0;
+};
+
+struct ForkEvent {
+  long child = 0;
+  long threads = 0;                // threads of the parent when it forked
+  std::vector<std::string> openmp; // OpenMP runtimes loaded in the parent
+  std::string caller;
+  u64 t = 0;
+};
+
+struct DlError {
+  std::string message;
+  std::string caller;
+  u64 t = 0;
+  long tid = 0;
+};
+
+struct RuntimeState {             // at exit
+  std::string path;
+  std::string kind;                // gnu-openmp, llvm-openmp, intel-openmp, mkl, openblas
+  std::optional<long long> threads;
+  std::string config;              // openblas_get_config()
+};
+
+// One program image a process ran (a process that execs has several).
+struct Image {
+  std::string exe;
+  std::vector<std::string> argv;
+  long ppid = 0;
+  std::string glibc;
+  u64 t = 0;
+};
+
+struct TracedProcess {
+  long pid = 0;
+  std::optional<long> forked_from;    // a fork() child of a traced process
+  std::vector<Image> images;
+  std::vector<LoadedObject> objects;  // in load order, all images
+  std::vector<FailedLoad> failed;
+  std::vector<DlError> dlerrors;
+  std::vector<ThreadCall> thread_calls;
+  std::vector<EnvChange> env_changes;
+  std::vector<ForkEvent> forks;
+  std::vector<RuntimeState> runtimes;
+  bool exited = false;                // reached exit() (atexit ran)
+  u64 first_t = 0, last_t = 0;
+  u64 bad_lines = 0;                  // lines that were not events (a crash mid-write)
+};
+
+struct Trace {
+  std::map<long, TracedProcess> processes;
+  std::vector<std::string> errors;    // unreadable files
+};
+
+// Parses one process's event lines (tolerant: a cut last line, invalid
+// UTF-8 and unknown events are skipped and counted).
+TracedProcess parse_process_events(std::string_view jsonl, long pid);
+// Reads every <pid>.jsonl of a trace directory.
+Trace read_trace(const std::string& dir);
+
+// ─── analysis.cc ────────────────────────────────────────────────────────────
+
+struct ExitStatus {
+  bool signaled = false;
+  int code = 0;                      // exit code, or the signal number
+  bool core_dumped = false;
+};
+
+struct AnalysisContext {
+  const host::Host* host = nullptr;  // the machine, with the user's environment
+  long child_pid = 0;                // the command mldoctor started
+  std::optional<ExitStatus> status;  // how it ended
+  std::vector<std::string> not_traced_reasons;  // from the launch
+};
+
+// Findings of a finished (or hung) job: several OpenMP runtimes (OMP001),
+// a thread count changed by another library (THR003), a thread variable set
+// after its runtime read it (THR004), static TLS failures with the tunable
+// (TLS001), failed loads, and processes that could not be observed (RUN001).
+void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink);
+
+// "libgomp.so.1 needed by libtorch_cpu.so.1.13 <- dlopen by python3.11":
+// how an object came in, following requesters to the dlopen or startup.
+std::string load_chain(const TracedProcess& p, const std::string& path);
+
+// ─── watchdog.cc ────────────────────────────────────────────────────────────
+
+// What one look at a process tree found, for the hang report.
+struct ThreadSample {
+  long tid = 0;
+  std::string comm;
+  char state = '?';
+  std::string wchan;
+  std::string syscall;   // "futex", "clock_nanosleep", "running", ...
+};
+
+struct ProcessSample {
+  long pid = 0;
+  std::string command;   // argv joined
+  std::vector<ThreadSample> threads;
+  std::vector<std::string> open_files;   // paths (regular files, not /dev, /proc)
+  std::vector<std::string> sockets;      // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
+  std::vector<std::string> locks;        // /proc/locks entries held or awaited by this pid
+};
+
+struct HangSample {
+  double idle_seconds = 0;
+  std::vector<ProcessSample> processes;
+};
+
+// The pids of `root` and its descendants (via /proc/<pid>/task/*/children,
+// else the ppid of every process).
+std::vector<long> process_tree(const host::Host& host, long root);
+HangSample sample_processes(const host::Host& host, const std::vector<long>& pids, double idle_seconds);
+
+// Progress of a process tree: CPU time, bytes written, trace events.
+struct Progress {
+  u64 cpu_ticks = 0;
+  u64 bytes_written = 0;
+  u64 trace_bytes = 0;
+};
+Progress measure_progress(const host::Host& host, const std::vector<long>& pids, const std::string& trace_dir);
+
+// Findings for a hang: the sample as evidence, and the likely cause (a JIT
+// lock no process holds, a lock held by another process, a rendezvous).
+void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd, FindingSink& sink);
+
+// ─── launch.cc ──────────────────────────────────────────────────────────────
+
+struct LaunchOptions {
+  std::vector<std::string> argv;
+  std::string trace_dir;             // must exist, private
+  std::string shim_dir;              // holds libmldoctor-audit.so, libmldoctor-preload.so
+  double hang_timeout = 0;           // 0: no watchdog
+  bool kill_on_hang = false;
+  std::function<void(const HangSample&)> on_hang;  // called while the job still runs
+};
+
+struct LaunchResult {
+  ExitStatus status;
+  bool started = false;              // exec succeeded
+  long pid = 0;                      // the child
+  std::string error;                 // why it did not start
+  double seconds = 0;
+  std::vector<HangSample> hangs;
+  bool killed_on_hang = false;
+  std::vector<std::string> not_traced_reasons;  // static binary, setuid, ...
+};
+
+// Where the shims are: $MLDOCTOR_SHIM_DIR, else next to the binary (a build
+// tree), else <prefix>/lib/mldoctor relative to it (an install, relocatable).
+std::optional<std::string> find_shim_dir();
+
+// Runs argv with the shims, forwarding signals sent to mldoctor, and returns
+// when the child has exited. The child inherits stdin/stdout/stderr, the
+// process group and the terminal untouched.
+LaunchResult launch(const host::Host& host, const LaunchOptions& options);
+
+// Ends this process the way the child ended: the same exit code, or the same
+// signal raised again (with core dumps off, so no core of ours replaces it).
+[[noreturn]] void exit_like(const ExitStatus& status);
+
+}  // namespace mld::run

@@ -1,0 +1,279 @@
+// watchdog.cc — telling a hung job from a slow one, and saying why it hangs.
+//
+// Progress is measured from outside, without touching the job: CPU time
+// (utime+stime of every process of the tree, /proc/<pid>/stat), bytes
+// written (/proc/<pid>/io wchar: terminal, pipes and files alike) and the
+// size of the trace. A job that polls a lock every 0.1 s (torch's FileBaton,
+// seed 002) uses well under a tick per second and writes nothing, so it
+// counts as idle; a build or a training step does not.
+//
+// On a hang every thread's state, wchan and current system call, each
+// process's open files, sockets and /proc/locks entries are read, and the
+// known lock files (torch extension builds) are checked through src/jit:
+// a lock no live process holds is the answer for seed 002.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "jit/jit.h"
+#include "run/run.h"
+
+namespace mld::run {
+
+namespace {
+
+std::optional<std::string> read_small(const host::Host& host, const std::string& path) {
+  return host.read_file(path, 64 << 10);
+}
+
+std::vector<std::string> split_ws(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Fields of /proc/<pid>/stat after the command (which may hold spaces and
+// parentheses): field 3 (state) is [0].
+std::vector<std::string> stat_fields(const std::string& stat) {
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  return split_ws(stat.substr(close + 1));
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && s.size() < 10 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// x86_64 numbers of the calls a stuck process usually sits in.
+std::string syscall_name(long nr) {
+#if defined(__x86_64__)
+  static const std::map<long, std::string> names = {
+      {0, "read"},        {1, "write"},         {7, "poll"},          {23, "select"},     {34, "pause"},
+      {35, "nanosleep"},  {42, "connect"},      {43, "accept"},       {45, "recvfrom"},   {47, "recvmsg"},
+      {61, "wait4"},      {72, "fcntl"},        {73, "flock"},        {202, "futex"},     {230, "clock_nanosleep"},
+      {232, "epoll_wait"}, {247, "waitid"},     {270, "pselect6"},    {271, "ppoll"},     {281, "epoll_pwait"},
+      {288, "accept4"},   {441, "epoll_pwait2"}};
+  if (auto it = names.find(nr); it != names.end()) return it->second;
+#endif
+  return "syscall " + std::to_string(nr);
+}
+
+// socket inode -> description, from /proc/net/{tcp,tcp6,unix}.
+std::map<std::string, std::string> socket_table(const host::Host& host) {
+  std::map<std::string, std::string> out;
+  static const char* tcp_states[] = {"?",         "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
+                                     "TIME_WAIT", "CLOSE",       "CLOSE_WAIT", "LAST_ACK", "LISTEN",  "CLOSING"};
+  auto hex_addr = [](const std::string& a) {
+    // "0100007F:7530" (IPv4) -> 127.0.0.1:30000; IPv6 left as hex.
+    size_t colon = a.find(':');
+    if (colon == std::string::npos) return a;
+    const std::string ip = a.substr(0, colon);
+    const unsigned port = static_cast<unsigned>(std::stoul(a.substr(colon + 1), nullptr, 16));
+    if (ip.size() != 8) return "[" + ip + "]:" + std::to_string(port);
+    const unsigned long v = std::stoul(ip, nullptr, 16);
+    return std::to_string(v & 255) + "." + std::to_string((v >> 8) & 255) + "." + std::to_string((v >> 16) & 255) +
+           "." + std::to_string(v >> 24) + ":" + std::to_string(port);
+  };
+  for (const char* proto : {"tcp", "tcp6"}) {
+    std::optional<std::string> t = host.read_file(std::string("/proc/net/") + proto, 4 << 20);
+    if (!t) continue;
+    std::istringstream in(*t);
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = split_ws(line);
+      if (f.size() < 10) continue;
+      unsigned st = static_cast<unsigned>(std::stoul(f[3], nullptr, 16));
+      try {
+        out[f[9]] = std::string(proto) + " " + hex_addr(f[1]) + " -> " + hex_addr(f[2]) + " " +
+                    (st < std::size(tcp_states) ? tcp_states[st] : "?");
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (std::optional<std::string> t = host.read_file("/proc/net/unix", 4 << 20)) {
+    std::istringstream in(*t);
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = split_ws(line);
+      if (f.size() < 7) continue;
+      out[f[6]] = "unix " + (f.size() > 7 ? f[7] : std::string("(unnamed)"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<long> process_tree(const host::Host& host, long root) {
+  std::vector<long> out{root};
+  for (size_t i = 0; i < out.size() && out.size() < 4096; i++) {
+    const std::string task_dir = "/proc/" + std::to_string(out[i]) + "/task";
+    std::optional<std::vector<std::string>> tasks = host.list_dir(task_dir);
+    if (!tasks) continue;
+    for (const std::string& tid : *tasks) {
+      std::optional<std::string> children = read_small(host, task_dir + "/" + tid + "/children");
+      if (!children) continue;
+      for (const std::string& c : split_ws(*children))
+        if (is_number(c)) {
+          long pid = std::stol(c);
+          if (std::find(out.begin(), out.end(), pid) == out.end()) out.push_back(pid);
+        }
+    }
+  }
+  return out;
+}
+
+Progress measure_progress(const host::Host& host, const std::vector<long>& pids, const std::string& trace_dir) {
+  Progress p;
+  for (long pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid);
+    if (std::optional<std::string> stat = read_small(host, dir + "/stat")) {
+      std::vector<std::string> f = stat_fields(*stat);
+      // utime, stime are fields 14 and 15: [11], [12] after the command.
+      if (f.size() > 12 && is_number(f[11]) && is_number(f[12])) p.cpu_ticks += std::stoull(f[11]) + std::stoull(f[12]);
+    }
+    if (std::optional<std::string> io = read_small(host, dir + "/io")) {
+      size_t at = io->find("wchar:");
+      if (at != std::string::npos) p.bytes_written += std::strtoull(io->c_str() + at + 6, nullptr, 10);
+    }
+  }
+  if (!trace_dir.empty())
+    if (std::optional<std::vector<std::string>> files = host.list_dir(trace_dir))
+      for (const std::string& f : *files) p.trace_bytes += host.stat(trace_dir + "/" + f).size;
+  return p;
+}
+
+HangSample sample_processes(const host::Host& host, const std::vector<long>& pids, double idle_seconds) {
+  HangSample s;
+  s.idle_seconds = idle_seconds;
+  std::map<std::string, std::string> sockets = socket_table(host);
+  std::optional<std::string> locks = read_small(host, "/proc/locks");
+  for (long pid : pids) {
+    ProcessSample ps;
+    ps.pid = pid;
+    const std::string dir = "/proc/" + std::to_string(pid);
+    if (std::optional<std::string> cmd = read_small(host, dir + "/cmdline")) {
+      for (char& c : *cmd)
+        if (c == 0) c = ' ';
+      ps.command = std::string(trim(*cmd));
+      if (ps.command.size() > 200) ps.command = ps.command.substr(0, 197) + "...";
+    }
+    if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
+      for (const std::string& tid : *tasks) {
+        if (!is_number(tid)) continue;
+        ThreadSample t;
+        t.tid = std::stol(tid);
+        const std::string tdir = dir + "/task/" + tid;
+        if (auto c = read_small(host, tdir + "/comm")) t.comm = std::string(trim(*c));
+        if (auto st = read_small(host, tdir + "/stat")) {
+          std::vector<std::string> f = stat_fields(*st);
+          if (!f.empty() && !f[0].empty()) t.state = f[0][0];
+        }
+        if (auto w = read_small(host, tdir + "/wchan")) t.wchan = std::string(trim(*w)) == "0" ? "" : std::string(trim(*w));
+        if (auto sc = read_small(host, tdir + "/syscall")) {
+          std::vector<std::string> f = split_ws(*sc);
+          if (!f.empty() && f[0] == "running")
+            t.syscall = "running";
+          else if (!f.empty() && f[0] != "-1" && is_number(f[0]))
+            t.syscall = syscall_name(std::stol(f[0]));
+        }
+        ps.threads.push_back(std::move(t));
+        if (ps.threads.size() >= 256) break;
+      }
+    }
+    std::set<std::string> inodes;
+    if (std::optional<std::vector<std::string>> fds = host.list_dir(dir + "/fd")) {
+      for (const std::string& fd : *fds) {
+        std::optional<std::string> target = host.read_link(dir + "/fd/" + fd);
+        if (!target) continue;
+        if (target->starts_with("socket:[")) {
+          const std::string inode = target->substr(8, target->size() - 9);
+          if (auto it = sockets.find(inode); it != sockets.end() && ps.sockets.size() < 32) ps.sockets.push_back(it->second);
+        } else if (target->starts_with("/") && !target->starts_with("/dev/") && !target->starts_with("/proc/")) {
+          if (ps.open_files.size() < 64) ps.open_files.push_back(*target);
+        }
+      }
+    }
+    if (locks) {
+      std::istringstream in(*locks);
+      std::string line;
+      while (std::getline(in, line)) {
+        std::vector<std::string> f = split_ws(line);
+        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF", or with "->" for a waiter.
+        size_t pid_at = f.size() > 1 && f[1] == "->" ? 5 : 4;
+        if (f.size() > pid_at && f[pid_at] == std::to_string(pid)) ps.locks.push_back(std::string(trim(line)));
+      }
+    }
+    s.processes.push_back(std::move(ps));
+  }
+  return s;
+}
+
+void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd, FindingSink& sink) {
+  // What the threads are doing.
+  std::map<std::string, int> waits;
+  std::string python_tag;
+  for (const ProcessSample& p : sample.processes) {
+    for (const ThreadSample& t : p.threads) waits[t.syscall.empty() ? std::string(1, t.state) : t.syscall]++;
+    size_t at = p.command.find("python3.");
+    if (python_tag.empty() && at != std::string::npos) {
+      size_t end = at + 8;
+      while (end < p.command.size() && isdigit(static_cast<unsigned char>(p.command[end]))) end++;
+      if (end > at + 8) python_tag = "py3" + p.command.substr(at + 8, end - at - 8);
+    }
+  }
+  Finding hang;
+  hang.rule = "RUN002";
+  hang.severity = Severity::Warning;
+  hang.subject = sample.processes.empty() ? "job" : "pid " + std::to_string(sample.processes.front().pid);
+  std::string what;
+  for (const auto& [w, n] : waits) what += (what.empty() ? "" : ", ") + std::to_string(n) + " in " + w;
+  hang.message = "no CPU progress, no output and no events for " + std::to_string(static_cast<long>(sample.idle_seconds)) +
+                 " s (" + std::to_string(sample.processes.size()) + " processes; threads: " + what + ")";
+  for (const ProcessSample& p : sample.processes) {
+    hang.evidence.push_back({"pid " + std::to_string(p.pid) + ": " + p.command, "", std::nullopt});
+    std::map<std::string, int> per;
+    for (const ThreadSample& t : p.threads)
+      per[(t.syscall.empty() ? std::string(1, t.state) : t.syscall) + (t.wchan.empty() ? "" : " in " + t.wchan)]++;
+    for (const auto& [w, n] : per)
+      hang.evidence.push_back({"  " + std::to_string(n) + (n == 1 ? " thread " : " threads ") + w, "", std::nullopt});
+    for (const std::string& l : p.locks) hang.evidence.push_back({"  lock: " + l, "", std::nullopt});
+    for (const std::string& so : p.sockets) hang.evidence.push_back({"  socket: " + so, "", std::nullopt});
+  }
+
+  // Known lock files: a torch extension build lock (seed 002).
+  jit::JitOptions jo;
+  jo.cwd = cwd;
+  if (!python_tag.empty()) jo.python_tag = python_tag;
+  jo.torch_installed = true;
+  std::vector<Finding> lock_findings;
+  try {
+    jit::JitReport jr = jit::scan(host, jo);
+    for (Finding& f : jr.findings)
+      if (f.rule == "JIT001" || f.rule == "JIT002" || f.rule == "JIT003") lock_findings.push_back(std::move(f));
+  } catch (const std::exception& e) {
+    hang.evidence.push_back({"the extension build caches could not be scanned: " + std::string(e.what()), "",
+                             std::nullopt});
+  }
+  bool stale = false;
+  for (const Finding& f : lock_findings) stale |= f.rule == "JIT001";
+  if (stale) {
+    hang.message += ": the job is waiting for a torch extension build lock that no process holds";
+    hang.fix = "remove the stale lock: mldoctor jit --fix (it re-checks that no process holds it); the job "
+               "then builds and continues";
+  } else if (!lock_findings.empty()) {
+    hang.message += ": an extension build lock is held by another process";
+    hang.fix = "wait for that build, or stop it and run mldoctor jit --fix";
+  } else {
+    hang.fix = "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
+               "never completes; mldoctor jit for build locks";
+  }
+  sink.add(std::move(hang));
+  for (Finding& f : lock_findings) sink.add(std::move(f));
+}
+
+}  // namespace mld::run

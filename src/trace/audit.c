@@ -1,0 +1,327 @@
+/* audit.c — the rtld-audit module of `mldoctor run` (LD_AUDIT).
+ *
+ * It models what ld.so does in a traced process: every object it searches
+ * for (with the object that asked: the cookie of la_objsearch is the
+ * requesting map, the dlopen caller or the object whose DT_NEEDED it is),
+ * every object it maps and unmaps, and the bracketing activity events that
+ * tell a failed dlopen from a good one (research/glibc-tls-audit.md §4).
+ *
+ * Thread-count calls are observed through la_symbind64: when a caller binds
+ * omp_set_num_threads (or MKL's and OpenBLAS's setters) the module hands
+ * ld.so a wrapper that remembers the exact target ld.so resolved for that
+ * caller, so the call lands in the same runtime as without the shim even
+ * when several OpenMP runtimes are loaded, and no symbol is exported into
+ * the process (an exported omp_set_num_threads would make "is an OpenMP
+ * runtime loaded?" probes lie). Each wrapper slot is a separate function
+ * with its own static record — no code is generated at run time.
+ *
+ * No thread-local storage and no malloc; see trace-writer.h.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trace-writer.h"
+
+#define MLD_EXPORT __attribute__((visibility("default")))
+
+/* ---- objects seen by la_objopen ------------------------------------- */
+
+#define MAX_OBJECTS 8192
+#define NAME_POOL (2u << 20)
+
+struct object {
+  struct link_map* map;
+  const char* name; /* copied: link_map names die with dlclose */
+  Lmid_t lmid;
+};
+
+static struct object objects[MAX_OBJECTS];
+static unsigned object_count;
+static char name_pool[NAME_POOL];
+static size_t name_pool_used;
+static char exe_path[4096];
+
+/* ld.so calls objsearch/objopen/objclose/activity with its load lock held,
+ * so the object table needs no lock of its own; la_symbind64 (lazy binding)
+ * runs without it and only reads records that are complete. */
+static const char* keep_name(const char* s) {
+  size_t n = strlen(s) + 1;
+  if (name_pool_used + n > NAME_POOL) return "(name not kept)";
+  char* p = name_pool + name_pool_used;
+  memcpy(p, s, n);
+  name_pool_used += n;
+  return p;
+}
+
+static const struct object* object_of(uintptr_t cookie_value) {
+  const struct object* o = (const struct object*)cookie_value;
+  if (o < objects || o >= objects + MAX_OBJECTS) return NULL;
+  return o;
+}
+
+static const char* name_of(uintptr_t* cookie) {
+  const struct object* o = cookie ? object_of(*cookie) : NULL;
+  return o ? o->name : NULL;
+}
+
+static void add_cmdline(struct mld_event* e) {
+  char buf[4096];
+  size_t n = 0;
+  FILE* f = fopen("/proc/self/cmdline", "re");
+  if (f) {
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+  }
+  mld_event_strings(e, "argv", buf, n);
+}
+
+/* ---- la_version: the first call ------------------------------------ */
+
+MLD_EXPORT unsigned int la_version(unsigned int version) {
+  if (version == 0 || !mld_trace_init()) return 0; /* not traced: stay out */
+  ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+  exe_path[n > 0 ? n : 0] = 0;
+  struct mld_event e;
+  mld_event_begin(&e, "start");
+  mld_event_int(&e, "ppid", getppid());
+  mld_event_str(&e, "exe", exe_path);
+  mld_event_int(&e, "audit_version", version);
+  mld_event_str(&e, "glibc", gnu_get_libc_version());
+  add_cmdline(&e);
+  mld_event_emit(&e);
+  return version < LAV_CURRENT ? version : LAV_CURRENT;
+}
+
+/* ---- loads ------------------------------------------------------------ */
+
+static const char* search_flag_name(unsigned int flag) {
+  switch (flag) {
+    case LA_SER_ORIG: return "orig";
+    case LA_SER_LIBPATH: return "LD_LIBRARY_PATH";
+    case LA_SER_RUNPATH: return "RUNPATH";
+    case LA_SER_CONFIG: return "ld.so.cache";
+    case LA_SER_DEFAULT: return "default";
+    case LA_SER_SECURE: return "secure";
+    default: return "other";
+  }
+}
+
+/* Called with the requested name (LA_SER_ORIG), then once per candidate
+ * path. Only names of objects not yet loaded get here, so the ORIG event
+ * of each new object names the object that asked for it. */
+MLD_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag) {
+  struct mld_event e;
+  mld_event_begin(&e, "search");
+  mld_event_str(&e, "name", name);
+  mld_event_str(&e, "how", search_flag_name(flag));
+  if (flag == LA_SER_ORIG) mld_event_str(&e, "by", name_of(cookie));
+  mld_event_emit(&e);
+  return (char*)name;
+}
+
+MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
+  const char* name = map->l_name && map->l_name[0] ? map->l_name : NULL;
+  int is_program = !name && object_count == 0;
+  if (is_program) name = exe_path;
+  unsigned i = __atomic_fetch_add(&object_count, 1, __ATOMIC_RELAXED);
+  if (i < MAX_OBJECTS) {
+    objects[i].map = map;
+    objects[i].lmid = lmid;
+    objects[i].name = keep_name(name ? name : "");
+    *cookie = (uintptr_t)&objects[i];
+  }
+  struct mld_event e;
+  mld_event_begin(&e, "open");
+  mld_event_str(&e, "path", name ? name : "");
+  mld_event_int(&e, "lmid", (long long)lmid);
+  if (is_program) mld_event_int(&e, "program", 1);
+  mld_event_emit(&e);
+  return LA_FLG_BINDTO | LA_FLG_BINDFROM;
+}
+
+MLD_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
+  struct mld_event e;
+  mld_event_begin(&e, "close");
+  mld_event_str(&e, "path", name_of(cookie));
+  mld_event_emit(&e);
+  return 0;
+}
+
+MLD_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
+  struct mld_event e;
+  mld_event_begin(&e, "activity");
+  mld_event_str(&e, "what", flag == LA_ACT_ADD ? "add" : flag == LA_ACT_DELETE ? "delete" : "consistent");
+  mld_event_emit(&e);
+}
+
+MLD_EXPORT void la_preinit(uintptr_t* cookie) {
+  struct mld_event e;
+  mld_event_begin(&e, "preinit");
+  mld_event_emit(&e);
+}
+
+/* ---- thread-count calls ------------------------------------------------ */
+
+enum setter {
+  SET_OMP_THREADS,    /* void omp_set_num_threads(int) */
+  SET_MKL_THREADS,    /* void mkl_set_num_threads(int), MKL_Set_Num_Threads */
+  SET_MKL_LAYER,      /* int mkl_set_threading_layer(int), MKL_Set_Threading_Layer */
+  SET_BLAS_THREADS,   /* void openblas_set_num_threads(int), goto_set_num_threads */
+  SETTER_KINDS
+};
+
+static const char* const setter_getter[SETTER_KINDS] = {
+    "omp_get_max_threads", "mkl_get_max_threads", NULL, "openblas_get_num_threads"};
+
+#define SLOTS 48
+
+struct slot {
+  int state; /* 0 free, 1 being filled, 2 ready */
+  enum setter kind;
+  const char* symbol;
+  const struct object* caller;
+  const struct object* runtime;
+  void* target;
+  int (*getter)(void);
+  int getter_resolved;
+};
+
+static struct slot slots[SETTER_KINDS][SLOTS];
+
+/* The runtime's own getter, looked up in the runtime the call lands in, on
+ * first use and outside ld.so's locks. A link map loaded as a dependency has
+ * an empty search list, so it is no dlsym handle by itself: dlmopen with
+ * RTLD_NOLOAD gives the handle of the loaded object (nothing is loaded) and
+ * dlclose gives the reference back at once. */
+static int call_getter(struct slot* s) {
+  if (!setter_getter[s->kind] || !s->runtime) return -1;
+  if (!__atomic_load_n(&s->getter_resolved, __ATOMIC_ACQUIRE)) {
+    void* handle = dlmopen(s->runtime->lmid, s->runtime->name, RTLD_LAZY | RTLD_NOLOAD);
+    void* f = handle ? dlsym(handle, setter_getter[s->kind]) : NULL;
+    if (handle) dlclose(handle);
+    s->getter = (int (*)(void))f;
+    __atomic_store_n(&s->getter_resolved, 1, __ATOMIC_RELEASE);
+  }
+  return s->getter ? s->getter() : -1;
+}
+
+static void emit_call(const struct slot* s, int value, const char* before_key, int before, const char* after_key,
+                      int after) {
+  struct mld_event e;
+  mld_event_begin(&e, "threads");
+  mld_event_str(&e, "fn", s->symbol);
+  mld_event_int(&e, "value", value);
+  if (before_key) mld_event_int(&e, before_key, before);
+  if (after_key) mld_event_int(&e, after_key, after);
+  mld_event_str(&e, "caller", s->caller ? s->caller->name : NULL);
+  mld_event_str(&e, "runtime", s->runtime ? s->runtime->name : NULL);
+  mld_event_emit(&e);
+}
+
+/* void f(int): omp_set_num_threads, mkl_set_num_threads, openblas_set_num_threads */
+static void set_count(struct slot* s, int n) {
+  int before = call_getter(s);
+  ((void (*)(int))s->target)(n);
+  int after = call_getter(s);
+  emit_call(s, n, "before", before, "after", after);
+}
+
+/* int mkl_set_threading_layer(int): no getter is called (any other MKL call
+ * before it would fix the layer); the result is the layer MKL took. */
+static int set_layer(struct slot* s, int layer) {
+  int result = ((int (*)(int))s->target)(layer);
+  emit_call(s, layer, NULL, 0, "result", result);
+  return result;
+}
+
+#define REPEAT8(M, b) M(b##0) M(b##1) M(b##2) M(b##3) M(b##4) M(b##5) M(b##6) M(b##7)
+#define REPEAT48(M) REPEAT8(M, ) REPEAT8(M, 1) REPEAT8(M, 2) REPEAT8(M, 3) REPEAT8(M, 4) REPEAT8(M, 5)
+#define LIST8(M, b) M(b##0), M(b##1), M(b##2), M(b##3), M(b##4), M(b##5), M(b##6), M(b##7)
+#define LIST48(M) LIST8(M, ), LIST8(M, 1), LIST8(M, 2), LIST8(M, 3), LIST8(M, 4), LIST8(M, 5)
+
+/* Slot numbers 0..7 are written "0".."7" and 10..57 as "10".."57": the
+ * index of slot N in its table is N with the tens digit as the group. */
+#define SLOT_INDEX(i) ((i) / 10 * 8 + (i) % 10)
+
+#define DEFINE_COUNT(kind, i) \
+  static void kind##_w##i(int n) { set_count(&slots[kind][SLOT_INDEX(i)], n); }
+#define DEFINE_OMP(i) DEFINE_COUNT(SET_OMP_THREADS, i)
+#define DEFINE_MKL(i) DEFINE_COUNT(SET_MKL_THREADS, i)
+#define DEFINE_BLAS(i) DEFINE_COUNT(SET_BLAS_THREADS, i)
+#define DEFINE_LAYER(i) \
+  static int SET_MKL_LAYER_w##i(int n) { return set_layer(&slots[SET_MKL_LAYER][SLOT_INDEX(i)], n); }
+REPEAT48(DEFINE_OMP)
+REPEAT48(DEFINE_MKL)
+REPEAT48(DEFINE_BLAS)
+REPEAT48(DEFINE_LAYER)
+
+#define NAME_OMP(i) (void*)SET_OMP_THREADS_w##i
+#define NAME_MKL(i) (void*)SET_MKL_THREADS_w##i
+#define NAME_BLAS(i) (void*)SET_BLAS_THREADS_w##i
+#define NAME_LAYER(i) (void*)SET_MKL_LAYER_w##i
+static void* const wrappers[SETTER_KINDS][SLOTS] = {
+    [SET_OMP_THREADS] = {LIST48(NAME_OMP)},
+    [SET_MKL_THREADS] = {LIST48(NAME_MKL)},
+    [SET_MKL_LAYER] = {LIST48(NAME_LAYER)},
+    [SET_BLAS_THREADS] = {LIST48(NAME_BLAS)},
+};
+
+static int setter_kind(const char* n) {
+  switch (n[0]) {
+    case 'o':
+      if (!strcmp(n, "omp_set_num_threads")) return SET_OMP_THREADS;
+      if (!strcmp(n, "openblas_set_num_threads")) return SET_BLAS_THREADS;
+      return -1;
+    case 'm':
+      if (!strcmp(n, "mkl_set_num_threads")) return SET_MKL_THREADS;
+      if (!strcmp(n, "mkl_set_threading_layer")) return SET_MKL_LAYER;
+      return -1;
+    case 'M':
+      if (!strcmp(n, "MKL_Set_Num_Threads")) return SET_MKL_THREADS;
+      if (!strcmp(n, "MKL_Set_Threading_Layer")) return SET_MKL_LAYER;
+      return -1;
+    case 'g':
+      if (!strcmp(n, "goto_set_num_threads")) return SET_BLAS_THREADS;
+      return -1;
+    default:
+      return -1;
+  }
+}
+
+static struct slot* slot_for(enum setter kind, const char* symbol, const struct object* caller,
+                             const struct object* runtime, void* target) {
+  for (int i = 0; i < SLOTS; i++) {
+    struct slot* s = &slots[kind][i];
+    int state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (state == 2 && s->caller == caller && s->target == target && !strcmp(s->symbol, symbol)) return s;
+    if (state != 0) continue;
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    s->kind = kind;
+    s->symbol = symbol;
+    s->caller = caller;
+    s->runtime = runtime;
+    s->target = target;
+    __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);
+    return s;
+  }
+  return NULL; /* all slots taken: the call goes unwrapped, straight to its target */
+}
+
+/* Every binding of a referencing object to a defining one passes here once
+ * (lazily at first call, at load time for BIND_NOW objects from glibc 2.35,
+ * and for dlsym). Anything but the setters returns its own target. */
+MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* refcook, uintptr_t* defcook,
+                                  unsigned int* flags, const char* symname) {
+  int kind = setter_kind(symname);
+  if (kind < 0) return sym->st_value;
+  struct slot* s = slot_for((enum setter)kind, symname, object_of(*refcook), object_of(*defcook),
+                            (void*)sym->st_value);
+  if (!s) return sym->st_value;
+  return (uintptr_t)wrappers[kind][s - slots[kind]];
+}
