@@ -96,7 +96,7 @@ void remove_trace_dir(const std::string& dir) {
   rmdir(dir.c_str());
 }
 
-void print_process(std::FILE* out, const run::TracedProcess& p, const std::string& indent) {
+void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p, const std::string& indent) {
   std::string cmd;
   if (!p.images.empty()) cmd = one_line(p.images.back().argv);
   std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
@@ -108,11 +108,9 @@ void print_process(std::FILE* out, const run::TracedProcess& p, const std::strin
   for (const run::LoadedObject& o : p.objects) dl += o.kind != run::LoadKind::Startup;
   std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
   for (const run::LoadedObject& o : p.objects) {
-    loader::Object lo;
-    lo.path = o.path;
     const std::string b = base(o.path);
-    const bool runtime = loader::openmp_kind(lo) != loader::OpenMpKind::None || b.starts_with("libmkl_rt") ||
-                         b.starts_with("libopenblas");
+    const bool runtime = b.starts_with("libmkl_rt") || b.starts_with("libopenblas") ||
+                         run::openmp_runtime_kind(&host, o.path) != loader::OpenMpKind::None;
     if (runtime && !o.removed_by_failure)
       std::fprintf(out, "%s  runtime %s: %s\n", indent.c_str(), o.path.c_str(), run::load_chain(p, o.path).c_str());
   }
@@ -318,7 +316,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
     std::fprintf(out, "%-9s %s after %.2f s\n", "status", status_text(lr).c_str(), lr.seconds);
     std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
-    for (const auto& [pid, p] : trace.processes) print_process(out, p, "  ");
+    for (const auto& [pid, p] : trace.processes) print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
     std::fprintf(out, "\n");
     if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");

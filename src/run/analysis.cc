@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "elf/elf.h"
 #include "loader/loader.h"
 #include "run/run.h"
 
@@ -47,19 +48,38 @@ std::string process_name(const TracedProcess& p) {
   return "pid " + std::to_string(p.pid) + " (" + (cmd.empty() ? base(im.exe) : cmd) + ")";
 }
 
-loader::OpenMpKind openmp_kind_of(const std::string& path) {
+}  // namespace
+
+loader::OpenMpKind openmp_runtime_kind(const host::Host* host, const std::string& path) {
   loader::Object o;
   o.path = path;
-  return loader::openmp_kind(o);
+  loader::OpenMpKind by_name = loader::openmp_kind(o);
+  if (by_name != loader::OpenMpKind::None || !host) return by_name;
+  // A runtime copied under another name (wheels vendor "libgomp-a34b3233.so.1",
+  // a package may rename libomp): LLVM's and Intel's define the __kmpc entry
+  // points (they also define GOMP_* for compatibility), GNU's only GOMP_*.
+  try {
+    elf::ElfFile elf = elf::ElfFile::parse(host->open_sparse(path));
+    if (elf.defines_symbol("__kmpc_fork_call"))
+      return path.find("iomp") != std::string::npos ? loader::OpenMpKind::Intel : loader::OpenMpKind::Llvm;
+    if (elf.defines_symbol("GOMP_parallel") && elf.defines_symbol("omp_get_max_threads")) return loader::OpenMpKind::Gnu;
+  } catch (const std::exception&) {
+  }
+  return loader::OpenMpKind::None;
 }
+
+namespace {
 
 void find_openmp(const TracedProcess& p, const AnalysisContext& ctx, FindingSink& sink) {
   std::vector<const LoadedObject*> runtimes;
-  std::set<std::string> seen;
+  std::map<std::string, loader::OpenMpKind> kinds;
   for (const LoadedObject& o : p.objects) {
-    if (o.removed_by_failure || openmp_kind_of(o.path) == loader::OpenMpKind::None) continue;
-    if (seen.insert(o.path).second) runtimes.push_back(&o);
+    if (o.removed_by_failure || kinds.count(o.path) || o.path.empty()) continue;
+    loader::OpenMpKind k = openmp_runtime_kind(ctx.host, o.path);
+    kinds[o.path] = k;
+    if (k != loader::OpenMpKind::None) runtimes.push_back(&o);
   }
+  auto openmp_kind_of = [&](const std::string& path) { return kinds[path]; };
   if (runtimes.size() < 2) return;
   int kmp = 0;
   for (const LoadedObject* o : runtimes) kmp += openmp_kind_of(o->path) != loader::OpenMpKind::Gnu;
@@ -194,7 +214,21 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
       f.evidence.push_back({"without the audit module of mldoctor run it would load: auditing costs static TLS", "",
                             std::nullopt});
     if (under_run.tunables_fix) {
-      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *under_run.tunables_fix);
+      // The model knows the loads up to the failure, not what the job would
+      // have loaded after it: round the exact value up to a page so later
+      // imports have room too (static TLS costs that many bytes per thread).
+      std::string item = *under_run.tunables_fix;
+      const size_t eq = item.find('=');
+      if (eq != std::string::npos && item.find_first_not_of("0123456789", eq + 1) == std::string::npos) {
+        const u64 exact = std::stoull(item.substr(eq + 1));
+        const u64 rounded = (exact + 4095) / 4096 * 4096;
+        item = item.substr(0, eq + 1) + std::to_string(rounded);
+        f.evidence.push_back({"this dlopen needs " + item.substr(0, eq) + " >= " + std::to_string(exact) +
+                                  "; the fix rounds it up to " + std::to_string(rounded) +
+                                  " for the modules the job loads after it",
+                              "", std::nullopt});
+      }
+      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), item);
       f.env_fix = {"GLIBC_TUNABLES=" + value};
       f.fix = "export GLIBC_TUNABLES=" + value + " (a larger static TLS surplus, glibc 2.32+; enough with and "
               "without mldoctor run), or import " + base(failure->name) + " before the modules that use static TLS";

@@ -16,6 +16,7 @@
 
 #include "findings/findings.h"
 #include "host/host.h"
+#include "loader/loader.h"
 
 namespace mld::run {
 
@@ -148,6 +149,10 @@ struct AnalysisContext {
 // after its runtime read it (THR004), static TLS failures with the tunable
 // (TLS001), failed loads, and processes that could not be observed (RUN001).
 void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink);
+
+// Which OpenMP runtime the object at `path` is: by name, else (with a host
+// to read it) by the entry points it defines, so renamed copies count.
+loader::OpenMpKind openmp_runtime_kind(const host::Host* host, const std::string& path);
 
 // "libgomp.so.1 needed by libtorch_cpu.so.1.13 <- dlopen by python3.11":
 // how an object came in, following requesters to the dlopen or startup.

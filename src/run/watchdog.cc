@@ -158,7 +158,7 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     const std::string dir = "/proc/" + std::to_string(pid);
     if (std::optional<std::string> cmd = read_small(host, dir + "/cmdline")) {
       for (char& c : *cmd)
-        if (c == 0) c = ' ';
+        if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // NUL separators, a -c script's newlines
       ps.command = std::string(trim(*cmd));
       if (ps.command.size() > 200) ps.command = ps.command.substr(0, 197) + "...";
     }

@@ -242,6 +242,25 @@ def run_check(*args, env):
     return doc, p
 
 
+def run_traced(argv, env, timeout=300, extra=()):
+    """`mldoctor run --json --report FILE EXTRA -- ARGV` in ENV. Returns
+    (report document or None, CompletedProcess of the job). The job's own
+    output stays in the CompletedProcess: the report goes to the file."""
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".json") as rep:
+        cmd = [MLDOCTOR, "run", "--json", "--report", rep.name] + list(extra) + ["--"] + list(argv)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        try:
+            with open(rep.name) as f:
+                doc = json.load(f)
+        except ValueError:
+            fail("%s: exit %d, the report is not one JSON object\nstderr:\n%s" % (" ".join(cmd), p.returncode, p.stderr))
+            return None, p
+    check(isinstance(doc, dict) and isinstance(doc.get("findings"), list) and isinstance(doc.get("processes"), list),
+          "%s: no findings/processes in the report" % " ".join(cmd))
+    return doc, p
+
+
 def findings(doc, rule):
     if not isinstance(doc, dict):
         return []

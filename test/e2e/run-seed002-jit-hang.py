@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+# labels: slow scenario
+"""Seed 002 under `mldoctor run --hang-timeout`: a stale torch extension
+build lock makes load_inline() wait forever, silently.
+
+Setup: TORCH_EXTENSIONS_DIR=T with an empty T/x2/lock (what a SIGKILLed
+builder leaves); HOME and cwd are scratch directories so nothing of the
+developer's own caches is looked at.
+
+Oracle: the job (load_inline("x2", ...)) is still running when the
+watchdog fires (it never gets past torch's FileBaton, which polls
+os.path.exists(lock) every 0.1 s).
+
+mldoctor half: `run --hang-timeout 20 --kill-on-hang` reports RUN002 (no
+progress, the job waiting for a build lock no process holds, with where its
+threads sleep) and JIT001 whose subject is T/x2/lock, with the fix
+`mldoctor jit --fix`; the job is then stopped (SIGTERM) and the report says
+so. The hang must be reported within the timeout plus the job's start-up.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from mldtest import check, check_in, finish, scratch  # noqa: E402
+from scenarios import PY, expect_finding, finding_text, run_traced, scenario_env, skip_unless  # noqa: E402
+
+skip_unless("torch")
+HANG = 20
+t = scratch()
+root = os.path.join(t, "ext")
+os.makedirs(os.path.join(root, "x2"))
+lock = os.path.join(root, "x2", "lock")
+open(lock, "w").close()
+home = os.path.join(t, "home")
+os.makedirs(home)
+env = scenario_env(TORCH_EXTENSIONS_DIR=root, HOME=home)
+code = ("import torch.utils.cpp_extension as ce\n"
+        "print('loading', flush=True)\n"
+        "m = ce.load_inline(name='x2', cpp_sources='int f() { return 42; }', functions=['f'])\n"
+        "print('loaded', m.f())\n")
+os.chdir(home)
+start = time.monotonic()
+doc, job = run_traced([PY, "-c", code], env, timeout=HANG + 240,
+                      extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
+took = time.monotonic() - start
+print("job: exit %d after %.1f s, stdout %r" % (job.returncode, took, job.stdout))
+check_in("loading", job.stdout, "the job got to load_inline")
+check("loaded" not in job.stdout, "the job never got past the lock (the real hang)")
+check(took < HANG + 120, "the hang was reported and the job stopped in time (%.1f s)" % took)
+check(job.returncode != 0, "the job was stopped (status %d)" % job.returncode)
+if doc:
+    check(doc["status"].get("killed_on_hang") is True, "the report says the job was stopped: %r" % doc["status"])
+hang = expect_finding(doc, "RUN002", "the hang")
+if hang:
+    text = finding_text(hang)
+    print("RUN002:", hang["message"])
+    check_in("lock that no process holds", hang["message"], "the likely cause is named")
+    check(any(w in text for w in ("clock_nanosleep", "nanosleep", "select")),
+          "the sample shows the job sleeping between polls:\n" + text)
+    check_in("mldoctor jit --fix", hang.get("fix", ""), "the fix")
+stale = expect_finding(doc, "JIT001", "the stale lock")
+if stale:
+    check(stale["subject"] == lock, "JIT001 names the lock path %s: %r" % (lock, stale["subject"]))
+check(os.path.exists(lock), "run never removes anything: the lock is still there")
+finish(os.path.basename(__file__))
