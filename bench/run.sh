@@ -6,3 +6,4 @@ cd "$(dirname "$0")/.."
 bench/libs-vs-peers.py build/mldoctor
 /usr/bin/python3 bench/logs-vs-peers.py build/mldoctor
 /usr/bin/python3 bench/check-vs-collect-env.py build/mldoctor
+bench/run-overhead.py build/mldoctor

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""`mldoctor run` overhead: wall time of a command with and without it.
+
+Usage: bench/run-overhead.py build/mldoctor [--runs 9] [-- CMD ...]
+Default CMD: /usr/bin/python3 -c "import torch" (about 330 objects loaded,
+600 searches, a few thread-count calls: the events of a real job's start).
+
+The two variants run alternately (plain, traced, plain, ...) after one
+warm-up each, so page cache and CPU frequency drift hit both alike; the
+report goes to /dev/null. Prints each run, the medians, the ratio (target
+<= 1.03, DESIGN §3.6) and the number of events the traced runs wrote.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(cmd):
+    t = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t, p.returncode
+
+
+def main():
+    argv = sys.argv[1:]
+    cmd = ["/usr/bin/python3", "-c", "import torch"]
+    if "--" in argv:
+        cmd = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mldoctor")
+    ap.add_argument("--runs", type=int, default=9)
+    a = ap.parse_args(argv)
+    mld = os.path.abspath(a.mldoctor)
+    with tempfile.TemporaryDirectory() as keep:
+        trace = os.path.join(keep, "trace")
+        traced = [mld, "run", "--report", os.devnull, "--"] + cmd
+        kept = [mld, "run", "--report", os.devnull, "--trace-dir", trace, "--"] + cmd
+        timed(cmd)
+        timed(traced)
+        plain_t, traced_t = [], []
+        for i in range(a.runs):
+            p, rc1 = timed(cmd)
+            t, rc2 = timed(traced)
+            if rc1 != rc2:
+                sys.exit("exit status differs: %d plain, %d traced" % (rc1, rc2))
+            plain_t.append(p)
+            traced_t.append(t)
+            print("run %d: plain %.3f s, traced %.3f s" % (i + 1, p, t))
+        timed(kept)
+        events = 0
+        for name in os.listdir(trace):
+            with open(os.path.join(trace, name), "rb") as f:
+                events += f.read().count(b"\n")
+    mp, mt = statistics.median(plain_t), statistics.median(traced_t)
+    print("command: %s" % " ".join(cmd))
+    print("median: plain %.3f s, under mldoctor run %.3f s: ratio %.3f (%+.1f%%), %d events"
+          % (mp, mt, mt / mp, (mt / mp - 1) * 100, events))
+
+
+if __name__ == "__main__":
+    main()
