@@ -167,6 +167,7 @@ struct ThreadSample {
   char state = '?';
   std::string wchan;
   std::string syscall;   // "futex", "clock_nanosleep", "running", ...
+  std::vector<std::string> stack;  // native frames, innermost first: "futex_wait (libc.so.6)"
 };
 
 struct ProcessSample {
@@ -176,12 +177,19 @@ struct ProcessSample {
   std::vector<std::string> open_files;   // paths (regular files, not /dev, /proc)
   std::vector<std::string> sockets;      // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
   std::vector<std::string> locks;        // /proc/locks entries held or awaited by this pid
+  std::string stacks_error;              // why there are no native stacks
 };
 
 struct HangSample {
   double idle_seconds = 0;
   std::vector<ProcessSample> processes;
 };
+
+// ─── stacks.cc ──────────────────────────────────────────────────────────────
+
+// Native stacks of every thread of `pid` (libdw; threads stop while they
+// are unwound). Empty with *error set when they cannot be taken.
+std::map<long, std::vector<std::string>> native_stacks(long pid, std::string* error);
 
 // The pids of `root` and its descendants (via /proc/<pid>/task/*/children,
 // else the ppid of every process).

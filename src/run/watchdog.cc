@@ -185,7 +185,13 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
         if (ps.threads.size() >= 256) break;
       }
     }
-    std::set<std::string> inodes;
+    // Native stacks: only of the live machine (not under --root) and of
+    // processes that are ours to attach to.
+    if (host.is_live_root()) {
+      std::map<long, std::vector<std::string>> stacks = native_stacks(pid, &ps.stacks_error);
+      for (ThreadSample& t : ps.threads)
+        if (auto it = stacks.find(t.tid); it != stacks.end()) t.stack = std::move(it->second);
+    }
     if (std::optional<std::vector<std::string>> fds = host.list_dir(dir + "/fd")) {
       for (const std::string& fd : *fds) {
         std::optional<std::string> target = host.read_link(dir + "/fd/" + fd);
@@ -233,14 +239,29 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   std::string what;
   for (const auto& [w, n] : waits) what += (what.empty() ? "" : ", ") + std::to_string(n) + " in " + w;
   hang.message = "no CPU progress, no output and no events for " + std::to_string(static_cast<long>(sample.idle_seconds)) +
-                 " s (" + std::to_string(sample.processes.size()) + " processes; threads: " + what + ")";
+                 " s (" + std::to_string(sample.processes.size()) +
+                 (sample.processes.size() == 1 ? " process" : " processes") + "; threads: " + what + ")";
   for (const ProcessSample& p : sample.processes) {
     hang.evidence.push_back({"pid " + std::to_string(p.pid) + ": " + p.command, "", std::nullopt});
-    std::map<std::string, int> per;
-    for (const ThreadSample& t : p.threads)
-      per[(t.syscall.empty() ? std::string(1, t.state) : t.syscall) + (t.wchan.empty() ? "" : " in " + t.wchan)]++;
-    for (const auto& [w, n] : per)
-      hang.evidence.push_back({"  " + std::to_string(n) + (n == 1 ? " thread " : " threads ") + w, "", std::nullopt});
+    // Threads grouped by what they wait in and their stack (innermost 8
+    // frames): 40 idle pool workers are one line.
+    std::map<std::string, std::pair<int, std::string>> per;
+    for (const ThreadSample& t : p.threads) {
+      std::string where =
+          (t.syscall.empty() ? std::string(1, t.state) : t.syscall) + (t.wchan.empty() ? "" : " in " + t.wchan);
+      std::string stack;
+      for (size_t i = 0; i < t.stack.size() && i < 8; i++) stack += (i ? " <- " : "") + t.stack[i];
+      auto& slot = per[where + "\n" + stack];
+      slot.first++;
+      slot.second = where;
+    }
+    for (const auto& [key, v] : per) {
+      hang.evidence.push_back({"  " + std::to_string(v.first) + (v.first == 1 ? " thread " : " threads ") + v.second,
+                               "", std::nullopt});
+      const std::string stack = key.substr(key.find('\n') + 1);
+      if (!stack.empty()) hang.evidence.push_back({"    " + stack, "", std::nullopt});
+    }
+    if (!p.stacks_error.empty()) hang.evidence.push_back({"  no native stacks: " + p.stacks_error, "", std::nullopt});
     for (const std::string& l : p.locks) hang.evidence.push_back({"  lock: " + l, "", std::nullopt});
     for (const std::string& so : p.sockets) hang.evidence.push_back({"  socket: " + so, "", std::nullopt});
   }

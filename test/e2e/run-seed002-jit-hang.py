@@ -13,7 +13,7 @@ os.path.exists(lock) every 0.1 s).
 
 mldoctor half: `run --hang-timeout 20 --kill-on-hang` reports RUN002 (no
 progress, the job waiting for a build lock no process holds, with where its
-threads sleep) and JIT001 whose subject is T/x2/lock, with the fix
+threads sleep, with their native stacks) and JIT001 whose subject is T/x2/lock, with the fix
 `mldoctor jit --fix`; the job is then stopped (SIGTERM) and the report says
 so. The hang must be reported within the timeout plus the job's start-up.
 """
@@ -59,6 +59,8 @@ if hang:
     check(any(w in text for w in ("clock_nanosleep", "nanosleep", "select")),
           "the sample shows the job sleeping between polls:\n" + text)
     check_in("mldoctor jit --fix", hang.get("fix", ""), "the fix")
+    check("(libc.so.6)" in text or "no native stacks:" in text,
+          "native stacks of the waiting thread, or the reason there are none:\n" + text)
 stale = expect_finding(doc, "JIT001", "the stale lock")
 if stale:
     check(stale["subject"] == lock, "JIT001 names the lock path %s: %r" % (lock, stale["subject"]))
