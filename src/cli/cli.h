@@ -77,6 +77,7 @@ struct RunOptions {
   bool kill_on_hang = false;
   std::string trace_dir;              // --trace-dir: keep the events there
   std::string report_file;            // --report FILE instead of stderr
+  bool logs = false;                  // --logs: match the job's output against the log rules
 };
 // Runs the command and ends the way it ended (does not return after a
 // started command, except on a tool error before it).

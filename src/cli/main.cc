@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--kill-on-hang", run_opts.kill_on_hang, "stop the job when a hang is reported");
   run_cmd->add_option("--trace-dir", run_opts.trace_dir, "keep the per-process event files in DIR (private, 0700)");
   run_cmd->add_option("--report", run_opts.report_file, "write the report to FILE instead of stderr");
+  run_cmd->add_flag("--logs", run_opts.logs,
+                    "pass the job's stdout/stderr through mldoctor and match them against the log rules "
+                    "(a terminal stays a terminal; a file becomes a pipe)");
   run_cmd->add_option("command", run_opts.argv, "the command and its arguments, after --");
   add_common(run_cmd);
 

@@ -244,6 +244,14 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
   };
   if (shims) lo.shim_dir = *shims;
+  // --logs: each stream scanned as it passes, the findings join the report.
+  std::unique_ptr<logs::Scanner> out_scan, err_scan;
+  if (opts.logs) {
+    out_scan = std::make_unique<logs::Scanner>(matcher, logs::ScanOptions{2, "stdout", 1});
+    err_scan = std::make_unique<logs::Scanner>(matcher, logs::ScanOptions{2, "stderr", 1});
+    lo.capture_output = true;
+    lo.on_output = [&](int stream, ByteView data) { (stream == 1 ? *out_scan : *err_scan).feed(data); };
+  }
   run::LaunchResult lr;
   if (shims) {
     lr = run::launch(host, lo);
@@ -286,6 +294,11 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
       for (const Finding& f : found.findings) dup |= f.rule == "TLS001" && lf->finding.rule.starts_with("TLS");
       if (!dup) found.findings.push_back(lf->finding);
     }
+  }
+  for (logs::Scanner* sc : {out_scan.get(), err_scan.get()}) {
+    if (!sc) continue;
+    sc->finish();
+    for (const logs::LogFinding* lf : sc->findings()) found.findings.push_back(lf->finding);
   }
   for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
   for (Finding& f : hang_findings) found.findings.push_back(std::move(f));

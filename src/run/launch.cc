@@ -15,6 +15,9 @@
 // or the same signal raised on ourselves.
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -140,6 +143,107 @@ std::vector<std::string> child_environment(const LaunchOptions& o) {
   return env;
 }
 
+// --logs: one stream of the child routed through us. `source` is what we
+// read (a pipe, or a pty master), `sink` the descriptor the bytes went to
+// before (our own 1 or 2), `child_end` what the child gets as its 1 or 2.
+struct CapturedStream {
+  int stream = 0;       // 1 or 2
+  int source = -1;
+  int sink = -1;
+  int child_end = -1;
+  bool open = true;
+};
+
+// Sets up the capture of stdout and stderr. Both on one terminal share one
+// pseudo-terminal (they were one stream on the screen already).
+bool capture_streams(std::vector<CapturedStream>& out, std::string* error) {
+  const bool tty1 = isatty(1), tty2 = isatty(2);
+  struct stat s1 {}, s2 {};
+  const bool same_tty = tty1 && tty2 && fstat(1, &s1) == 0 && fstat(2, &s2) == 0 && s1.st_rdev == s2.st_rdev;
+  for (int fd : {1, 2}) {
+    if (fcntl(fd, F_GETFD) < 0) continue;  // closed: the child gets it closed too
+    CapturedStream c;
+    c.stream = fd;
+    c.sink = fd;
+    if (fd == 2 && same_tty && !out.empty()) {
+      c.child_end = out.front().child_end;  // stderr on stdout's pty
+      c.source = -1;
+      out.push_back(c);
+      continue;
+    }
+    if (isatty(fd)) {
+      int master = -1, slave = -1;
+      termios modes {};
+      winsize size {};
+      const bool have_modes = tcgetattr(fd, &modes) == 0;
+      const bool have_size = ioctl(fd, TIOCGWINSZ, &size) == 0;
+      if (openpty(&master, &slave, nullptr, have_modes ? &modes : nullptr, have_size ? &size : nullptr) != 0) {
+        *error = "openpty: " + errno_text(errno);
+        return false;
+      }
+      fcntl(master, F_SETFD, FD_CLOEXEC);
+      c.source = master;
+      c.child_end = slave;
+    } else {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        *error = "pipe: " + errno_text(errno);
+        return false;
+      }
+      c.source = p[0];
+      c.child_end = p[1];
+    }
+    out.push_back(c);
+  }
+  return true;
+}
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Copies what is ready on each captured stream; false at end of all of them.
+bool pump(std::vector<CapturedStream>& streams, const LaunchOptions& o, int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<CapturedStream*> who;
+  for (CapturedStream& c : streams)
+    if (c.source >= 0 && c.open) {
+      fds.push_back({c.source, POLLIN, 0});
+      who.push_back(&c);
+    }
+  if (fds.empty()) return false;
+  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
+  char buf[65536];
+  for (size_t i = 0; i < fds.size(); i++) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    CapturedStream& c = *who[i];
+    const ssize_t n = read(c.source, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // EOF (pipe) or EIO (pty whose slave ends are all closed)
+      c.open = false;
+      close(c.source);
+      c.source = -1;
+      continue;
+    }
+    if (o.on_output) o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(buf), static_cast<u64>(n)));
+    if (!write_all(c.sink, buf, static_cast<size_t>(n))) {
+      // Our reader went away (`| head`): stop reading, so the child's next
+      // write fails the way it would have written into the closed pipe.
+      c.open = false;
+      close(c.source);
+      c.source = -1;
+    }
+  }
+  return true;
+}
+
 int pidfd_open_compat(pid_t pid) {
 #ifdef SYS_pidfd_open
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -191,7 +295,15 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     r.error = "pipe: " + errno_text(errno);
     return r;
   }
+  std::vector<CapturedStream> captured;
+  if (o.capture_output && !capture_streams(captured, &r.error)) return r;
   install_forwarding();
+  // Our writes to a closed reader must fail with EPIPE, not kill us; the
+  // child gets the disposition mldoctor inherited.
+  struct sigaction pipe_action {}, saved_pipe {};
+  pipe_action.sa_handler = SIG_IGN;
+  sigemptyset(&pipe_action.sa_mask);
+  if (!captured.empty()) sigaction(SIGPIPE, &pipe_action, &saved_pipe);
   const double start = now_seconds();
   const pid_t child = fork();
   if (child < 0) {
@@ -203,6 +315,13 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   }
   if (child == 0) {
     restore_signals();
+    if (!captured.empty()) sigaction(SIGPIPE, &saved_pipe, nullptr);
+    for (const CapturedStream& c : captured) {
+      dup2(c.child_end, c.stream);
+      if (c.source >= 0) close(c.source);
+    }
+    for (const CapturedStream& c : captured)
+      if (c.child_end > 2) close(c.child_end);
     close(status_pipe[0]);
     execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
@@ -212,6 +331,11 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   forward_to.store(child);
   r.pid = child;
   close(status_pipe[1]);
+  for (CapturedStream& c : captured)
+    if (c.source >= 0 && c.child_end >= 0) {
+      close(c.child_end);
+      c.child_end = -1;
+    }
   int exec_errno = 0;
   ssize_t got;
   do got = read(status_pipe[0], &exec_errno, sizeof exec_errno);
@@ -231,7 +355,9 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     pid_t done = waitpid(child, &wstatus, WNOHANG);
     if (done == child) break;
     if (done < 0 && errno != EINTR) break;
-    if (pidfd >= 0) {
+    if (!captured.empty() && pump(captured, o, pidfd >= 0 ? 50 : 50)) {
+      // Output is copied as it comes; the exit is noticed within 50 ms.
+    } else if (pidfd >= 0) {
       pollfd p{pidfd, POLLIN, 0};
       poll(&p, 1, 1000);
     } else {
@@ -271,6 +397,10 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     }
   }
   if (pidfd >= 0) close(pidfd);
+  // The rest of the output, until every writer (descendants too) closed it.
+  while (!captured.empty() && pump(captured, o, 1000)) {
+  }
+  if (!captured.empty()) sigaction(SIGPIPE, &saved_pipe, nullptr);
   forward_to.store(0);
   restore_signals();
   r.seconds = now_seconds() - start;

@@ -217,6 +217,14 @@ struct LaunchOptions {
   double hang_timeout = 0;           // 0: no watchdog
   bool kill_on_hang = false;
   std::function<void(const HangSample&)> on_hang;  // called while the job still runs
+  // --logs: the child's stdout (1) and stderr (2) pass through mldoctor,
+  // which copies every byte to where they went and hands it to on_output.
+  // A terminal stays a terminal for the child (a pseudo-terminal with the
+  // real one's modes and size); a file or pipe becomes a pipe. Copying ends
+  // at end of file, as `cmd | tee` does: a descendant that keeps the stream
+  // open keeps mldoctor waiting.
+  bool capture_output = false;
+  std::function<void(int stream, ByteView data)> on_output;
 };
 
 struct LaunchResult {

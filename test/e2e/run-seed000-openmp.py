@@ -14,7 +14,9 @@ and ompb NEEDED libompcopy.so (a copy with another soname); each module's
 init calls omp_get_max_threads(), which starts its runtime. Oracle: the
 real process dies with "OMP: Error #15" on stderr. The report's OMP001 is
 an error that says the second copy aborted it, with both paths, and the
-child's status (SIGABRT) is the status of `mldoctor run` itself.
+child's status (SIGABRT) is the status of `mldoctor run` itself. With
+--logs the child's stderr passes through mldoctor byte for byte and its
+"OMP: Error #15" line gives OMP010 from the log rules.
 """
 import os
 import sys
@@ -77,4 +79,14 @@ if f:
     check_in("ompb", text, "and the module that brought the copy")
 if doc:
     check(doc["status"].get("signal") == "SIGABRT", "the report has the child's SIGABRT: %r" % doc["status"])
+# --logs: the child's stderr passes through mldoctor unchanged and its
+# Error #15 line is matched live (OMP010, from the knowledge base).
+doc, logged = run_traced([PY, "-c", code], env, extra=["--logs"])
+check(logged.stderr == plain.stderr and logged.stdout == plain.stdout and logged.returncode == plain.returncode,
+      "--logs changes neither the output bytes nor the status")
+f = expect_finding(doc, "OMP010", "Error #15 seen in the job's stderr")
+if f:
+    check_in("stderr:1: OMP: Error #15", "\n".join(
+        "%s:%s: %s" % (e.get("file"), e.get("line"), e.get("text")) for e in f.get("evidence", [])),
+        "the evidence is the job's stderr line")
 finish(os.path.basename(__file__))
