@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -49,6 +50,7 @@ std::string signal_text(int sig) {
 
 std::string status_text(const run::LaunchResult& r) {
   if (!r.started) return "did not start: " + r.error;
+  if (!r.status.known) return "unknown (" + r.error + ")";
   if (r.status.signaled)
     return "killed by " + signal_text(r.status.code) + (r.status.core_dumped ? " (core dumped)" : "");
   return "exit " + std::to_string(r.status.code);
@@ -109,10 +111,16 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
   std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
   for (const run::LoadedObject& o : p.objects) {
     const std::string b = base(o.path);
-    const bool runtime = b.starts_with("libmkl_rt") || b.starts_with("libopenblas") ||
-                         run::openmp_runtime_kind(&host, o.path) != loader::OpenMpKind::None;
-    if (runtime && !o.removed_by_failure)
-      std::fprintf(out, "%s  runtime %s: %s\n", indent.c_str(), o.path.c_str(), run::load_chain(p, o.path).c_str());
+    const loader::OpenMpKind kind = run::openmp_runtime_kind(&host, o.path);
+    std::string what = kind != loader::OpenMpKind::None ? std::string(loader::openmp_kind_name(kind))
+                       : b.starts_with("libmkl_rt")     ? "MKL"
+                       : b.starts_with("libopenblas")   ? "OpenBLAS"
+                                                        : "";
+    if (what.empty() || o.removed_by_failure) continue;
+    if (kind != loader::OpenMpKind::None)
+      if (std::string v = run::openmp_interface(&host, o.path); !v.empty()) what += ", " + v;
+    std::fprintf(out, "%s  runtime %s (%s): %s\n", indent.c_str(), o.path.c_str(), what.c_str(),
+                 run::load_chain(p, o.path).c_str());
   }
   for (const run::FailedLoad& f : p.failed) {
     std::string how = f.removed.empty() ? "not found" : "failed after mapping";
@@ -237,6 +245,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   std::optional<std::string> shims = run::find_shim_dir();
   std::vector<Finding> hang_findings;
   lo.on_hang = [&](const run::HangSample& s) {
+    std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
     FindingList found;
     run::analyse_hang(s, host, cwd, found);
     for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
@@ -262,6 +271,10 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     lr.not_traced_reasons.push_back("the trace shims (libmldoctor-audit.so, libmldoctor-preload.so) were not "
                                     "found next to mldoctor or in ../lib/mldoctor; set MLDOCTOR_SHIM_DIR");
   }
+  // A report written into a closed pipe must not kill us before we end the
+  // way the job ended (exit_like restores the default for a SIGPIPE death).
+  // Only now: the child inherits an ignored SIGPIPE across exec.
+  std::signal(SIGPIPE, SIG_IGN);
   if (!lr.started) print_error(lr.error);
 
   run::Trace trace = run::read_trace(trace_dir);

@@ -23,6 +23,36 @@
 
 namespace mld::run {
 
+std::string openmp_interface(const host::Host* host, const std::string& path) {
+  if (!host) return "";
+  try {
+    elf::ElfFile elf = elf::ElfFile::parse(host->open_sparse(path));
+    std::string best;
+    std::vector<int> best_parts;
+    for (const elf::VersionDef& d : elf.version_defs()) {
+      if (!d.name.starts_with("OMP_")) continue;
+      std::vector<int> parts;
+      size_t i = 4;
+      while (i < d.name.size()) {
+        size_t j = d.name.find('.', i);
+        if (j == std::string_view::npos) j = d.name.size();
+        int v = 0;
+        for (size_t k = i; k < j && k < i + 4; k++)
+          if (d.name[k] >= '0' && d.name[k] <= '9') v = v * 10 + (d.name[k] - '0');
+        parts.push_back(v);
+        i = j + 1;
+      }
+      if (best.empty() || parts > best_parts) {
+        best = std::string(d.name);
+        best_parts = parts;
+      }
+    }
+    return best;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 namespace {
 
 std::string base(const std::string& p) {
@@ -93,8 +123,12 @@ void find_openmp(const TracedProcess& p, const AnalysisContext& ctx, FindingSink
                                   : ": the second LLVM/Intel copy aborts with \"OMP: Error #15\" when it starts"
                         : ": each keeps its own thread pool and thread count");
   for (const LoadedObject* o : runtimes)
-    f.evidence.push_back({std::string(loader::openmp_kind_name(openmp_kind_of(o->path))) + " " + o->path + ": " +
-                              load_chain(p, o->path),
+    f.evidence.push_back({std::string(loader::openmp_kind_name(openmp_kind_of(o->path))) + " " + o->path +
+                              [&] {
+                                std::string v = openmp_interface(ctx.host, o->path);
+                                return v.empty() ? std::string() : " (" + v + ")";
+                              }() +
+                              ": " + load_chain(p, o->path),
                           "", std::nullopt});
   f.fix = "install the packages from one channel so they share one OpenMP runtime (all Debian, all conda-forge, "
           "or all PyPI wheels); with MKL, MKL_THREADING_LAYER=GNU lets it use libgomp; do not set "

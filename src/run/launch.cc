@@ -304,17 +304,26 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   pipe_action.sa_handler = SIG_IGN;
   sigemptyset(&pipe_action.sa_mask);
   if (!captured.empty()) sigaction(SIGPIPE, &pipe_action, &saved_pipe);
+  // With SIGCHLD ignored (inherited across exec) the kernel reaps the child
+  // itself and its status is lost: we wait with the default disposition,
+  // and the child gets back the one mldoctor inherited.
+  struct sigaction default_chld {}, saved_chld {};
+  default_chld.sa_handler = SIG_DFL;
+  sigemptyset(&default_chld.sa_mask);
+  sigaction(SIGCHLD, &default_chld, &saved_chld);
   const double start = now_seconds();
   const pid_t child = fork();
   if (child < 0) {
     r.error = "fork: " + errno_text(errno);
     restore_signals();
+    sigaction(SIGCHLD, &saved_chld, nullptr);
     close(status_pipe[0]);
     close(status_pipe[1]);
     return r;
   }
   if (child == 0) {
     restore_signals();
+    sigaction(SIGCHLD, &saved_chld, nullptr);
     if (!captured.empty()) sigaction(SIGPIPE, &saved_pipe, nullptr);
     for (const CapturedStream& c : captured) {
       dup2(c.child_end, c.stream);
@@ -351,10 +360,17 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   bool hang_reported = false;
   double kill_deadline = 0;
   int wstatus = 0;
+  bool reaped = false;
   for (;;) {
     pid_t done = waitpid(child, &wstatus, WNOHANG);
-    if (done == child) break;
-    if (done < 0 && errno != EINTR) break;
+    if (done == child) {
+      reaped = true;
+      break;
+    }
+    if (done < 0 && errno != EINTR) {
+      r.error = "waitpid: " + errno_text(errno);
+      break;
+    }
     if (!captured.empty() && pump(captured, o, pidfd >= 0 ? 50 : 50)) {
       // Output is copied as it comes; the exit is noticed within 50 ms.
     } else if (pidfd >= 0) {
@@ -401,10 +417,14 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   while (!captured.empty() && pump(captured, o, 1000)) {
   }
   if (!captured.empty()) sigaction(SIGPIPE, &saved_pipe, nullptr);
+  sigaction(SIGCHLD, &saved_chld, nullptr);
   forward_to.store(0);
   restore_signals();
   r.seconds = now_seconds() - start;
-  if (WIFSIGNALED(wstatus)) {
+  r.status.known = reaped;
+  if (!reaped) {
+    r.status.code = 1;  // never a made-up success
+  } else if (WIFSIGNALED(wstatus)) {
     r.status.signaled = true;
     r.status.code = WTERMSIG(wstatus);
     r.status.core_dumped = WCOREDUMP(wstatus);

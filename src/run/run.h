@@ -132,6 +132,7 @@ Trace read_trace(const std::string& dir);
 // ─── analysis.cc ────────────────────────────────────────────────────────────
 
 struct ExitStatus {
+  bool known = true;                 // false: the status could not be collected
   bool signaled = false;
   int code = 0;                      // exit code, or the signal number
   bool core_dumped = false;
@@ -153,6 +154,10 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink);
 // Which OpenMP runtime the object at `path` is: by name, else (with a host
 // to read it) by the entry points it defines, so renamed copies count.
 loader::OpenMpKind openmp_runtime_kind(const host::Host* host, const std::string& path);
+
+// The newest OpenMP interface version an OpenMP runtime defines ("OMP_5.1",
+// from its ELF version definitions); "" when none or unreadable.
+std::string openmp_interface(const host::Host* host, const std::string& path);
 
 // "libgomp.so.1 needed by libtorch_cpu.so.1.13 <- dlopen by python3.11":
 // how an object came in, following requesters to the dlopen or startup.

@@ -183,7 +183,7 @@ TEST(TraceAnalysis, TwoLlvmRuntimesAndAnAbortIsAnError) {
   trace.processes.emplace(100, parse_process_events(t, 100));
   AnalysisContext ctx;
   ctx.child_pid = 100;
-  ctx.status = ExitStatus{true, 6, false};
+  ctx.status = ExitStatus{.known = true, .signaled = true, .code = 6};
   FindingList found;
   analyse(trace, ctx, found);
   ASSERT_EQ(found.findings.size(), 1u);
