@@ -111,11 +111,11 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
   std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
   for (const run::LoadedObject& o : p.objects) {
     const std::string b = base(o.path);
-    const loader::OpenMpKind kind = run::openmp_runtime_kind(&host, o.path);
-    std::string what = kind != loader::OpenMpKind::None ? std::string(loader::openmp_kind_name(kind))
-                       : b.starts_with("libmkl_rt")     ? "MKL"
-                       : b.starts_with("libopenblas")   ? "OpenBLAS"
-                                                        : "";
+    const loader::OpenMpKind kind = run::openmp_runtime_kind(o);
+    std::string what = kind != loader::OpenMpKind::None              ? std::string(loader::openmp_kind_name(kind))
+                       : o.runtime == "mkl" || b.starts_with("libmkl_rt") ? "MKL"
+                       : o.runtime == "openblas" || b.starts_with("libopenblas") ? "OpenBLAS"
+                                                                                 : "";
     if (what.empty() || o.removed_by_failure) continue;
     if (kind != loader::OpenMpKind::None)
       if (std::string v = run::openmp_interface(&host, o.path); !v.empty()) what += ", " + v;
@@ -219,13 +219,31 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
       return 2;
     }
   }
+  // The full rule set and its log matcher cost ~20 ms (every rule parsed,
+  // every confirmation pattern compiled): made before the job only when
+  // its output is matched live or the user brings rules (a broken rule
+  // file must stop us before the job starts), otherwise only when a failed
+  // process left dlerror texts to match.
   rules::RuleSet rule_set;
-  if (!load_rules(common, rule_set)) return 2;
-  std::vector<rules::RuleError> rule_errors;
-  std::shared_ptr<const logs::Matcher> matcher =
-      logs::Matcher::compile(rule_set, rule_errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
-  for (const rules::RuleError& e : rule_errors) print_error(e.origin + ": " + e.message);
-  if (!rule_errors.empty()) return 2;
+  bool full_rules = false;
+  std::shared_ptr<const logs::Matcher> matcher;
+  auto load_matcher = [&]() -> bool {
+    if (full_rules) return true;
+    if (!load_rules(common, rule_set)) return false;
+    std::vector<rules::RuleError> rule_errors;
+    matcher = logs::Matcher::compile(rule_set, rule_errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
+    for (const rules::RuleError& e : rule_errors) print_error(e.origin + ": " + e.message);
+    full_rules = rule_errors.empty();
+    return full_rules;
+  };
+  if ((opts.logs || !common.rules_dir.empty() || common.no_builtin_rules) && !load_matcher()) return 2;
+  // A detector's finding takes what it left empty from its rule.
+  auto complete = [&](std::vector<Finding>& findings) {
+    std::vector<std::string> ids;
+    for (const Finding& f : findings) ids.push_back(f.rule);
+    const rules::RuleSet subset = full_rules ? rules::RuleSet() : rules::RuleSet::builtin_subset(ids);
+    for (Finding& f : findings) rules::complete_from_rule(f, full_rules ? rule_set : subset);
+  };
 
   std::string trace_dir, error;
   bool temporary = false;
@@ -248,7 +266,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
     FindingList found;
     run::analyse_hang(s, host, cwd, found);
-    for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
+    complete(found.findings);
     if (common.format != OutputFormat::Json) print_hang(out, found.findings, common);
     for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
   };
@@ -291,16 +309,15 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   // of "cannot open shared object file", "version `GLIBCXX_…' not found".
   // Only for processes that failed: a program that probes for an optional
   // library (llvmlite looks for libsvml.so) and goes on has handled it.
-  {
+  std::string dlerror_lines;
+  for (const auto& [pid, p] : trace.processes) {
+    const bool failed = pid == lr.pid ? lr.status.signaled || lr.status.code != 0 : !p.exited;
+    if (failed)
+      for (const run::DlError& e : p.dlerrors) dlerror_lines += e.message + "\n";
+  }
+  if (!dlerror_lines.empty() && load_matcher()) {
     logs::Scanner scanner(matcher, logs::ScanOptions{0, "dlerror", 1});
-    for (const auto& [pid, p] : trace.processes) {
-      const bool failed = pid == lr.pid ? lr.status.signaled || lr.status.code != 0 : !p.exited;
-      if (!failed) continue;
-      for (const run::DlError& e : p.dlerrors) {
-        std::string line = e.message + "\n";
-        scanner.feed(ByteView(reinterpret_cast<const u8*>(line.data()), line.size()));
-      }
-    }
+    scanner.feed(ByteView(reinterpret_cast<const u8*>(dlerror_lines.data()), dlerror_lines.size()));
     scanner.finish();
     for (const logs::LogFinding* lf : scanner.findings()) {
       bool dup = false;
@@ -313,7 +330,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     sc->finish();
     for (const logs::LogFinding* lf : sc->findings()) found.findings.push_back(lf->finding);
   }
-  for (Finding& f : found.findings) rules::complete_from_rule(f, rule_set);
+  complete(found.findings);
   for (Finding& f : hang_findings) found.findings.push_back(std::move(f));
   std::vector<const Finding*> all;
   for (const Finding& f : found.findings) all.push_back(&f);

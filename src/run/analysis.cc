@@ -80,22 +80,14 @@ std::string process_name(const TracedProcess& p) {
 
 }  // namespace
 
-loader::OpenMpKind openmp_runtime_kind(const host::Host* host, const std::string& path) {
-  loader::Object o;
-  o.path = path;
-  loader::OpenMpKind by_name = loader::openmp_kind(o);
-  if (by_name != loader::OpenMpKind::None || !host) return by_name;
-  // A runtime copied under another name (wheels vendor "libgomp-a34b3233.so.1",
-  // a package may rename libomp): LLVM's and Intel's define the __kmpc entry
-  // points (they also define GOMP_* for compatibility), GNU's only GOMP_*.
-  try {
-    elf::ElfFile elf = elf::ElfFile::parse(host->open_sparse(path));
-    if (elf.defines_symbol("__kmpc_fork_call"))
-      return path.find("iomp") != std::string::npos ? loader::OpenMpKind::Intel : loader::OpenMpKind::Llvm;
-    if (elf.defines_symbol("GOMP_parallel") && elf.defines_symbol("omp_get_max_threads")) return loader::OpenMpKind::Gnu;
-  } catch (const std::exception&) {
-  }
-  return loader::OpenMpKind::None;
+loader::OpenMpKind openmp_runtime_kind(const LoadedObject& o) {
+  if (o.runtime == "gnu-openmp") return loader::OpenMpKind::Gnu;
+  if (o.runtime == "kmp-openmp")
+    return o.path.find("iomp") != std::string::npos ? loader::OpenMpKind::Intel : loader::OpenMpKind::Llvm;
+  if (!o.runtime.empty()) return loader::OpenMpKind::None;  // MKL, OpenBLAS
+  loader::Object named;
+  named.path = o.path;
+  return loader::openmp_kind(named);
 }
 
 namespace {
@@ -105,7 +97,7 @@ void find_openmp(const TracedProcess& p, const AnalysisContext& ctx, FindingSink
   std::map<std::string, loader::OpenMpKind> kinds;
   for (const LoadedObject& o : p.objects) {
     if (o.removed_by_failure || kinds.count(o.path) || o.path.empty()) continue;
-    loader::OpenMpKind k = openmp_runtime_kind(ctx.host, o.path);
+    loader::OpenMpKind k = openmp_runtime_kind(o);
     kinds[o.path] = k;
     if (k != loader::OpenMpKind::None) runtimes.push_back(&o);
   }

@@ -37,6 +37,7 @@ struct LoadedObject {
   LoadKind kind = LoadKind::Startup;
   long lmid = 0;
   u64 t = 0;                 // CLOCK_MONOTONIC ns
+  std::string runtime;       // from the audit module: gnu-openmp, kmp-openmp, mkl, openblas, other, ""
   bool closed = false;       // dlclose'd (or removed by a failed dlopen) before exit
   bool removed_by_failure = false;
 };
@@ -151,9 +152,9 @@ struct AnalysisContext {
 // (TLS001), failed loads, and processes that could not be observed (RUN001).
 void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink);
 
-// Which OpenMP runtime the object at `path` is: by name, else (with a host
-// to read it) by the entry points it defines, so renamed copies count.
-loader::OpenMpKind openmp_runtime_kind(const host::Host* host, const std::string& path);
+// Which OpenMP runtime an object is: by the entry points the audit module
+// saw it define (so renamed copies count), else by its name.
+loader::OpenMpKind openmp_runtime_kind(const LoadedObject& o);
 
 // The newest OpenMP interface version an OpenMP runtime defines ("OMP_5.1",
 // from its ELF version definitions); "" when none or unreadable.

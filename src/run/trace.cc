@@ -185,6 +185,7 @@ class Rebuilder {
     LoadedObject o;
     o.path = str(e, "path");
     o.lmid = static_cast<long>(num(e, "lmid").value_or(0));
+    o.runtime = str(e, "runtime");
     o.t = t;
     o.kind = preinit_ ? LoadKind::Needed : LoadKind::Startup;
     if (req_ && !req_->answered) {

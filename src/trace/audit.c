@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdio.h>
@@ -124,6 +125,93 @@ MLD_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int 
   return (char*)name;
 }
 
+/* ---- what an object defines, from its own dynamic section ------------- */
+
+/* The dynamic section's addresses: ld.so has already added l_addr to them
+ * where the section is writable (x86_64, aarch64), not where it is read-only
+ * (the vDSO, some ports); a relocated address is never below l_addr. */
+static const void* dyn_ptr(const struct link_map* map, ElfW(Addr) p) {
+  return (const void*)(p < map->l_addr ? p + map->l_addr : p);
+}
+
+struct dynsyms {
+  const uint32_t* gnu_hash;
+  const uint32_t* sysv_hash;
+  const ElfW(Sym) * symtab;
+  const char* strtab;
+};
+
+static int read_dynsyms(const struct link_map* map, struct dynsyms* d) {
+  memset(d, 0, sizeof *d);
+  if (!map->l_ld) return 0;
+  for (const ElfW(Dyn)* dyn = map->l_ld; dyn->d_tag != DT_NULL; dyn++) {
+    switch (dyn->d_tag) {
+      case DT_GNU_HASH: d->gnu_hash = dyn_ptr(map, dyn->d_un.d_ptr); break;
+      case DT_HASH: d->sysv_hash = dyn_ptr(map, dyn->d_un.d_ptr); break;
+      case DT_SYMTAB: d->symtab = dyn_ptr(map, dyn->d_un.d_ptr); break;
+      case DT_STRTAB: d->strtab = dyn_ptr(map, dyn->d_un.d_ptr); break;
+    }
+  }
+  return d->symtab && d->strtab && (d->gnu_hash || d->sysv_hash);
+}
+
+static int defined(const ElfW(Sym) * s) { return s->st_shndx != SHN_UNDEF && s->st_value != 0; }
+
+/* The lookup ld.so does (DT_GNU_HASH, else DT_HASH), without versions. */
+static int defines(const struct dynsyms* d, const char* name) {
+  if (d->gnu_hash) {
+    uint32_t h = 5381;
+    for (const unsigned char* c = (const unsigned char*)name; *c; c++) h = h * 33 + *c;
+    const uint32_t nbuckets = d->gnu_hash[0], symoffset = d->gnu_hash[1], bloom_size = d->gnu_hash[2],
+                   shift = d->gnu_hash[3];
+    if (nbuckets == 0 || bloom_size == 0) return 0;
+    const ElfW(Addr)* bloom = (const ElfW(Addr)*)(d->gnu_hash + 4);
+    const unsigned bits = sizeof(ElfW(Addr)) * 8;
+    const ElfW(Addr) word = bloom[(h / bits) % bloom_size];
+    const ElfW(Addr) mask = ((ElfW(Addr))1 << (h % bits)) | ((ElfW(Addr))1 << ((h >> shift) % bits));
+    if ((word & mask) != mask) return 0;
+    const uint32_t* buckets = (const uint32_t*)(bloom + bloom_size);
+    const uint32_t* chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset) return 0;
+    for (;; i++) {
+      const uint32_t h2 = chain[i - symoffset];
+      if ((h | 1) == (h2 | 1) && !strcmp(name, d->strtab + d->symtab[i].st_name)) return defined(&d->symtab[i]);
+      if (h2 & 1) return 0;
+    }
+  }
+  uint32_t h = 0;
+  for (const unsigned char* c = (const unsigned char*)name; *c; c++) {
+    h = (h << 4) + *c;
+    const uint32_t g = h & 0xf0000000u;
+    if (g) h ^= g >> 24;
+    h &= ~g;
+  }
+  const uint32_t nbucket = d->sysv_hash[0];
+  if (nbucket == 0) return 0;
+  const uint32_t* bucket = d->sysv_hash + 2;
+  const uint32_t* chain = bucket + nbucket;
+  for (uint32_t i = bucket[h % nbucket]; i != 0; i = chain[i])
+    if (!strcmp(name, d->strtab + d->symtab[i].st_name)) return defined(&d->symtab[i]);
+  return 0;
+}
+
+/* Which runtime an object is, by what it defines, so a renamed copy counts:
+ * LLVM's and Intel's OpenMP define the __kmpc entry points (and GOMP_* for
+ * compatibility), GNU's only GOMP_*. NULL for anything else. */
+static const char* runtime_of(const struct dynsyms* d, int* has_setter) {
+  *has_setter = defines(d, "omp_set_num_threads") || defines(d, "mkl_set_num_threads") ||
+                defines(d, "MKL_Set_Num_Threads") || defines(d, "mkl_set_threading_layer") ||
+                defines(d, "MKL_Set_Threading_Layer") || defines(d, "openblas_set_num_threads") ||
+                defines(d, "goto_set_num_threads");
+  if (!*has_setter) return NULL;
+  if (defines(d, "__kmpc_fork_call")) return "kmp-openmp";
+  if (defines(d, "GOMP_parallel")) return "gnu-openmp";
+  if (defines(d, "mkl_set_num_threads") || defines(d, "MKL_Set_Num_Threads")) return "mkl";
+  if (defines(d, "openblas_set_num_threads")) return "openblas";
+  return "other";
+}
+
 MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
   const char* name = map->l_name && map->l_name[0] ? map->l_name : NULL;
   int is_program = !name && object_count == 0;
@@ -135,13 +223,19 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
     objects[i].name = keep_name(name ? name : "");
     *cookie = (uintptr_t)&objects[i];
   }
+  /* Only bindings *into* a runtime that defines a setter pass la_symbind64:
+   * ld.so skips the call for every other binding. */
+  struct dynsyms d;
+  int has_setter = 0;
+  const char* runtime = read_dynsyms(map, &d) ? runtime_of(&d, &has_setter) : NULL;
   struct mld_event e;
   mld_event_begin(&e, "open");
   mld_event_str(&e, "path", name ? name : "");
   mld_event_int(&e, "lmid", (long long)lmid);
   if (is_program) mld_event_int(&e, "program", 1);
+  if (runtime) mld_event_str(&e, "runtime", runtime);
   mld_event_emit(&e);
-  return LA_FLG_BINDTO | LA_FLG_BINDFROM;
+  return LA_FLG_BINDFROM | (has_setter ? LA_FLG_BINDTO : 0);
 }
 
 MLD_EXPORT unsigned int la_objclose(uintptr_t* cookie) {

@@ -26,7 +26,9 @@ std::string ev(const std::string& kind, const std::string& fields, int tid = 100
 std::string search(const std::string& name, const std::string& how, const std::string& by = "") {
   return ev("search", "\"name\":\"" + name + "\",\"how\":\"" + how + "\"" + (by.empty() ? "" : ",\"by\":\"" + by + "\""));
 }
-std::string open(const std::string& path) { return ev("open", "\"path\":\"" + path + "\",\"lmid\":0"); }
+std::string open(const std::string& path, const std::string& runtime = "") {
+  return ev("open", "\"path\":\"" + path + "\",\"lmid\":0" + (runtime.empty() ? "" : ",\"runtime\":\"" + runtime + "\""));
+}
 std::string close(const std::string& path) { return ev("close", "\"path\":\"" + path + "\""); }
 std::string activity(const std::string& what) { return ev("activity", "\"what\":\"" + what + "\""); }
 
@@ -174,12 +176,13 @@ TEST(TraceAnalysis, SameCallerOrSameValueIsNoOverride) {
   EXPECT_TRUE(found.findings.empty());
 }
 
+// libomp.so.5 by its name, the copy by what the audit module saw it define.
 TEST(TraceAnalysis, TwoLlvmRuntimesAndAnAbortIsAnError) {
   Trace trace;
   std::string t = startup() + search("/x/a.so", "orig", "/usr/bin/python3.11") + activity("add") + open("/x/a.so") +
                   search("libomp.so.5", "orig", "/x/a.so") + open("/lib/libomp.so.5") + activity("consistent") +
                   search("/x/b.so", "orig", "/usr/bin/python3.11") + activity("add") + open("/x/b.so") +
-                  search("libiomp5.so", "orig", "/x/b.so") + open("/x/lib/libiomp5.so") + activity("consistent");
+                  search("libiomp5.so", "orig", "/x/b.so") + open("/x/lib/libcopy.so", "kmp-openmp") + activity("consistent");
   trace.processes.emplace(100, parse_process_events(t, 100));
   AnalysisContext ctx;
   ctx.child_pid = 100;
