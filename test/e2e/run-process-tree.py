@@ -46,7 +46,7 @@ torch.set_num_threads(int(os.environ["RANK"]) + 5)
 dist.init_process_group("gloo")
 t = torch.ones(1) * (dist.get_rank() + 1)
 dist.all_reduce(t)
-print("rank", dist.get_rank(), "sum", int(t.item()), flush=True)
+os.write(1, ("rank %d sum %d\\n" % (dist.get_rank(), int(t.item()))).encode())  # one write: ranks share the pipe
 dist.destroy_process_group()
 """
 
@@ -80,7 +80,8 @@ with tempfile.TemporaryDirectory() as d:
     check(plain.returncode == 0, "the job runs without mldoctor:\n" + plain.stderr)
     doc, job = run_traced([PY, script], env)
     check(job.returncode == plain.returncode and sorted(job.stdout.splitlines()) == sorted(plain.stdout.splitlines()),
-          "same status and output lines under run: %r" % job.stdout)
+          "same status and output lines under run: exit %d, %r (without: exit %d, %r)\n%s"
+          % (job.returncode, job.stdout, plain.returncode, plain.stdout, job.stderr[-2000:]))
     if doc:
         procs = {p["pid"]: p for p in doc["processes"]}
         launcher = [p for p in procs.values() if p["images"] and p["images"][0]["argv"][-1:] == [script]]
