@@ -17,13 +17,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <climits>
 
 #include "run/run.h"
 
 namespace mld::run {
-
-using nlohmann::json;
 
 std::string_view load_kind_name(LoadKind k) {
   switch (k) {
@@ -36,16 +34,207 @@ std::string_view load_kind_name(LoadKind k) {
 
 namespace {
 
-std::string str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+// One event line: a flat JSON object of strings, integers, null, booleans
+// and arrays of strings — all the shims ever write. Parsed by hand (the
+// report of a torch job reads ~1,300 lines; nlohmann::json took 8 ms of
+// mldoctor's 11); anything outside that subset rejects the line, which is
+// then counted as unreadable. Strings may hold raw bytes that are not UTF-8
+// (paths): those bytes become U+FFFD.
+struct Value {
+  enum Kind { Null, Bool, Int, String, Strings } kind = Null;
+  long long i = 0;
+  std::string s;
+  std::vector<std::string> items;
+};
 
-std::optional<long long> num(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<long long>();
-}
+struct Event {
+  std::vector<std::pair<std::string, Value>> fields;
+
+  const Value* find(std::string_view key) const {
+    for (const auto& [k, v] : fields)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  std::string str(std::string_view key) const {
+    const Value* v = find(key);
+    return v && v->kind == Value::String ? v->s : std::string();
+  }
+  std::optional<long long> num(std::string_view key) const {
+    const Value* v = find(key);
+    if (!v || v->kind != Value::Int) return std::nullopt;
+    return v->i;
+  }
+  const std::vector<std::string>* strings(std::string_view key) const {
+    const Value* v = find(key);
+    return v && v->kind == Value::Strings ? &v->items : nullptr;
+  }
+};
+
+class LineParser {
+ public:
+  explicit LineParser(std::string_view line) : s_(line) {}
+
+  bool parse(Event& out) {
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return end();
+    for (;;) {
+      std::string key;
+      ws();
+      if (!string(key)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      Value v;
+      if (!value(v)) return false;
+      out.fields.emplace_back(std::move(key), std::move(v));
+      ws();
+      if (eat(',')) continue;
+      if (eat('}')) return end();
+      return false;
+    }
+  }
+
+ private:
+  bool end() {
+    ws();
+    return i_ == s_.size();
+  }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r')) i_++;
+  }
+  bool eat(char c) {
+    if (i_ < s_.size() && s_[i_] == c) {
+      i_++;
+      return true;
+    }
+    return false;
+  }
+  bool literal(std::string_view w) {
+    if (s_.substr(i_, w.size()) != w) return false;
+    i_ += w.size();
+    return true;
+  }
+  static void put_utf8(std::string& out, u32 cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  bool hex4(u32& v) {
+    if (i_ + 4 > s_.size()) return false;
+    v = 0;
+    for (int k = 0; k < 4; k++) {
+      const char c = s_[i_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= static_cast<u32>(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= static_cast<u32>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= static_cast<u32>(c - 'A' + 10);
+      else return false;
+    }
+    return true;
+  }
+  bool string(std::string& out) {
+    if (!eat('"')) return false;
+    bool high = false;
+    while (i_ < s_.size()) {
+      const char c = s_[i_++];
+      if (c == '"') {
+        if (high) out = repair_utf8(out);
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (static_cast<unsigned char>(c) >= 0x80) high = true;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (i_ >= s_.size()) return false;
+      const char e = s_[i_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          u32 cp = 0;
+          if (!hex4(cp)) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF && s_.substr(i_, 2) == "\\u") {
+            i_ += 2;
+            u32 lo = 0;
+            if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+            cp = 0xFFFD;  // a lone surrogate
+          }
+          put_utf8(out, cp);
+          break;
+        }
+        default: return false;
+      }
+    }
+    return false;
+  }
+  bool value(Value& v) {
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '"') {
+      v.kind = Value::String;
+      return string(v.s);
+    }
+    if (c == '[') {
+      i_++;
+      v.kind = Value::Strings;
+      ws();
+      if (eat(']')) return true;
+      for (;;) {
+        ws();
+        std::string item;
+        if (!string(item)) return false;
+        v.items.push_back(std::move(item));
+        ws();
+        if (eat(',')) continue;
+        return eat(']');
+      }
+    }
+    if (literal("null")) return true;
+    if (literal("true") || literal("false")) {
+      v.kind = Value::Bool;
+      return true;
+    }
+    // An integer that fits a long long; no fractions or exponents.
+    const bool neg = eat('-');
+    const size_t start = i_;
+    unsigned long long u = 0;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+      if (u > (~0ull - 9) / 10) return false;
+      u = u * 10 + static_cast<unsigned>(s_[i_++] - '0');
+    }
+    if (i_ == start || u > static_cast<unsigned long long>(LLONG_MAX)) return false;
+    v.kind = Value::Int;
+    v.i = neg ? -static_cast<long long>(u) : static_cast<long long>(u);
+    return true;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
 
 // The search a new object answers.
 struct Request {
@@ -62,10 +251,10 @@ class Rebuilder {
  public:
   explicit Rebuilder(TracedProcess& p) : p_(p) {}
 
-  void event(const json& e) {
-    const std::string ev = str(e, "ev");
-    const u64 t = static_cast<u64>(num(e, "t").value_or(0));
-    const long tid = static_cast<long>(num(e, "tid").value_or(0));
+  void event(const Event& e) {
+    const std::string ev = e.str("ev");
+    const u64 t = static_cast<u64>(e.num("t").value_or(0));
+    const long tid = static_cast<long>(e.num("tid").value_or(0));
     if (ev != "close" && ev != "activity") bracket_just_ended_ = false;
     if (!p_.first_t || t < p_.first_t) p_.first_t = t;
     p_.last_t = std::max(p_.last_t, t);
@@ -73,13 +262,11 @@ class Rebuilder {
     if (ev == "start") {
       finish_request();
       Image im;
-      im.exe = str(e, "exe");
-      im.ppid = static_cast<long>(num(e, "ppid").value_or(0));
-      im.glibc = str(e, "glibc");
+      im.exe = e.str("exe");
+      im.ppid = static_cast<long>(e.num("ppid").value_or(0));
+      im.glibc = e.str("glibc");
       im.t = t;
-      if (auto it = e.find("argv"); it != e.end() && it->is_array())
-        for (const json& a : *it)
-          if (a.is_string()) im.argv.push_back(a.get<std::string>());
+      if (const std::vector<std::string>* argv = e.strings("argv")) im.argv = *argv;
       p_.images.push_back(std::move(im));
       preinit_ = false;
       in_bracket_ = false;
@@ -91,51 +278,49 @@ class Rebuilder {
     } else if (ev == "search") {
       search(e, t, tid);
     } else if (ev == "activity") {
-      activity(str(e, "what"));
+      activity(e.str("what"));
     } else if (ev == "open") {
       open(e, t);
     } else if (ev == "close") {
-      close(str(e, "path"), t, tid);
+      close(e.str("path"), t, tid);
     } else if (ev == "dlerror") {
-      dlerror(str(e, "message"), str(e, "caller"), t, tid);
+      dlerror(e.str("message"), e.str("caller"), t, tid);
     } else if (ev == "threads") {
       ThreadCall c;
-      c.fn = str(e, "fn");
-      c.value = num(e, "value").value_or(0);
-      c.before = num(e, "before");
-      c.after = num(e, "after");
-      c.result = num(e, "result");
+      c.fn = e.str("fn");
+      c.value = e.num("value").value_or(0);
+      c.before = e.num("before");
+      c.after = e.num("after");
+      c.result = e.num("result");
       if (c.before && *c.before < 0) c.before.reset();
       if (c.after && *c.after < 0) c.after.reset();
-      c.caller = str(e, "caller");
-      c.runtime = str(e, "runtime");
+      c.caller = e.str("caller");
+      c.runtime = e.str("runtime");
       c.t = t;
       c.tid = tid;
       p_.thread_calls.push_back(std::move(c));
     } else if (ev == "env") {
       EnvChange c;
-      c.op = str(e, "op");
-      c.name = str(e, "name");
-      if (auto it = e.find("value"); it != e.end() && it->is_string()) c.value = it->get<std::string>();
-      c.caller = str(e, "caller");
+      c.op = e.str("op");
+      c.name = e.str("name");
+      if (const Value* v = e.find("value"); v && v->kind == Value::String) c.value = v->s;
+      c.caller = e.str("caller");
       c.t = t;
       p_.env_changes.push_back(std::move(c));
     } else if (ev == "fork") {
       ForkEvent f;
-      f.child = static_cast<long>(num(e, "child").value_or(0));
-      f.threads = static_cast<long>(num(e, "threads").value_or(0));
-      if (auto it = e.find("openmp"); it != e.end() && it->is_array())
-        for (const json& a : *it)
-          if (a.is_string()) f.openmp.push_back(a.get<std::string>());
-      f.caller = str(e, "caller");
+      f.child = static_cast<long>(e.num("child").value_or(0));
+      f.threads = static_cast<long>(e.num("threads").value_or(0));
+      if (const std::vector<std::string>* omp = e.strings("openmp")) f.openmp = *omp;
+      f.caller = e.str("caller");
       f.t = t;
       p_.forks.push_back(std::move(f));
     } else if (ev == "runtime") {
       RuntimeState r;
-      r.path = str(e, "path");
-      r.kind = str(e, "kind");
-      r.threads = num(e, "threads");
-      r.config = str(e, "config");
+      r.path = e.str("path");
+      r.kind = e.str("kind");
+      r.threads = e.num("threads");
+      r.config = e.str("config");
       p_.runtimes.push_back(std::move(r));
       exiting_ = true;
     } else if (ev == "exit") {
@@ -148,16 +333,16 @@ class Rebuilder {
   void end() { finish_request(); }
 
  private:
-  void search(const json& e, u64 t, long tid) {
-    const std::string how = str(e, "how");
+  void search(const Event& e, u64 t, long tid) {
+    const std::string how = e.str("how");
     if (how != "orig") {
-      if (req_) req_->candidates.push_back(str(e, "name"));
+      if (req_) req_->candidates.push_back(e.str("name"));
       return;
     }
     finish_request();
     Request r;
-    r.name = str(e, "name");
-    r.by = str(e, "by");
+    r.name = e.str("name");
+    r.by = e.str("by");
     r.kind = !preinit_ ? LoadKind::Startup : in_bracket_ ? LoadKind::Needed : LoadKind::Dlopen;
     r.t = t;
     r.tid = tid;
@@ -181,11 +366,11 @@ class Rebuilder {
     }
   }
 
-  void open(const json& e, u64 t) {
+  void open(const Event& e, u64 t) {
     LoadedObject o;
-    o.path = str(e, "path");
-    o.lmid = static_cast<long>(num(e, "lmid").value_or(0));
-    o.runtime = str(e, "runtime");
+    o.path = e.str("path");
+    o.lmid = static_cast<long>(e.num("lmid").value_or(0));
+    o.runtime = e.str("runtime");
     o.t = t;
     o.kind = preinit_ ? LoadKind::Needed : LoadKind::Startup;
     if (req_ && !req_->answered) {
@@ -196,7 +381,7 @@ class Rebuilder {
     } else if (preinit_) {
       o.kind = LoadKind::Dlopen;
     }
-    if (num(e, "program").value_or(0)) o.requested.clear();
+    if (e.num("program").value_or(0)) o.requested.clear();
     last_bracket_opens_.push_back(p_.objects.size());
     bracket_just_ended_ = false;
     p_.objects.push_back(std::move(o));
@@ -297,9 +482,8 @@ TracedProcess parse_process_events(std::string_view jsonl, long pid) {
     std::string_view line = jsonl.substr(i, complete ? nl - i : std::string_view::npos);
     i = complete ? nl + 1 : jsonl.size();
     if (line.empty()) continue;
-    json e = json::parse(line, nullptr, false);
-    if (e.is_discarded()) e = json::parse(repair_utf8(line), nullptr, false);
-    if (e.is_discarded() || !e.is_object() || !complete) {
+    Event e;
+    if (!complete || !LineParser(line).parse(e)) {
       p.bad_lines++;
       continue;
     }
@@ -328,8 +512,14 @@ Trace read_trace(const std::string& dir) {
   }
   closedir(d);
   for (const auto& [pid, path] : files) {
-    std::ifstream in(path, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text;
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (in) {
+      text.resize(static_cast<size_t>(in.tellg()));
+      in.seekg(0);
+      in.read(text.data(), static_cast<std::streamsize>(text.size()));
+      text.resize(static_cast<size_t>(in.gcount()));
+    }
     if (!in && !in.eof()) {
       trace.errors.push_back(path + ": " + errno_text(errno));
       continue;

@@ -208,3 +208,24 @@ TEST(TraceAnalysis, ACommandWithoutEventsWasNotSeen) {
   EXPECT_EQ(found.findings[0].rule, "RUN001");
   EXPECT_NE(found.findings[0].evidence[0].text.find("statically linked"), std::string::npos);
 }
+
+// The event line parser: the escapes the writer produces (and the rest of
+// JSON's), surrogate pairs, raw non-UTF-8 bytes; nested objects, fractions
+// and integers beyond long long reject the line.
+TEST(TraceModel, EventLineSubsetOfJson) {
+  std::string t = ev("start", "\"exe\":\"/opt/caf\\u00e9/py \\\"q\\\" \\\\ \\ud83d\\ude00\\t\",\"ppid\":-1,"
+                              "\"argv\":[\"a\",\"\\u000a\",\"\\ud800x\"],\"x\":true,\"y\":null");
+  t += "{\"ev\":\"open\",\"path\":\"/a\",\"nested\":{\"k\":1}}\n";
+  t += "{\"ev\":\"open\",\"path\":\"/b\",\"t\":1.5}\n";
+  t += "{\"ev\":\"open\",\"path\":\"/c\",\"t\":99999999999999999999}\n";
+  t += "{\"ev\":\"open\",\"path\":\"/d\"} trailing\n";
+  t += "  {\"ev\" : \"open\" , \"path\" : \"/e\" }  \n";
+  TracedProcess p = parse_process_events(t, 100);
+  ASSERT_EQ(p.images.size(), 1u);
+  EXPECT_EQ(p.images[0].exe, "/opt/caf\xC3\xA9/py \"q\" \\ \xF0\x9F\x98\x80\t");
+  EXPECT_EQ(p.images[0].ppid, -1);
+  EXPECT_EQ(p.images[0].argv, (std::vector<std::string>{"a", "\n", "\xEF\xBF\xBDx"}));
+  EXPECT_EQ(p.bad_lines, 4u);
+  ASSERT_EQ(p.objects.size(), 1u);
+  EXPECT_EQ(p.objects[0].path, "/e");
+}
