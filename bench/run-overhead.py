@@ -5,9 +5,9 @@ Usage: bench/run-overhead.py build/mldoctor [--runs 9] [-- CMD ...]
 Default CMD: /usr/bin/python3 -c "import torch" (about 330 objects loaded,
 600 searches, a few thread-count calls: the events of a real job's start).
 
-The two variants run alternately (plain, traced, plain, ...) after one
-warm-up each, so page cache and CPU frequency drift hit both alike; the
-report goes to /dev/null. Prints each run, the medians and the fastest runs with
+The two variants run in pairs after one warm-up each, the order inside a
+pair alternating (plain-traced, traced-plain, ...), so page cache and CPU
+frequency drift hit both alike; the report goes to /dev/null. Prints each run, the medians and the fastest runs with
 their ratios (target <= 1.03, DESIGN §3.6) and the number of events the
 traced runs wrote. For a figure that does not depend on the machine's noise,
 count instructions instead (docs/benchmarks.md shows the callgrind command).
@@ -46,8 +46,14 @@ def main():
         timed(traced)
         plain_t, traced_t = [], []
         for i in range(a.runs):
-            p, rc1 = timed(cmd)
-            t, rc2 = timed(traced)
+            # ABBA: which variant goes first alternates, so a drift of the
+            # machine within a pair does not count against one of them.
+            if i % 2 == 0:
+                p, rc1 = timed(cmd)
+                t, rc2 = timed(traced)
+            else:
+                t, rc2 = timed(traced)
+                p, rc1 = timed(cmd)
             if rc1 != rc2:
                 sys.exit("exit status differs: %d plain, %d traced" % (rc1, rc2))
             plain_t.append(p)
