@@ -85,6 +85,14 @@ bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& tempor
             "every library and variable of the job";
     return false;
   }
+  // Events of an earlier run would be read as this job's (and a reused pid
+  // would append to its file).
+  if (std::optional<std::vector<std::string>> names = host::Host::live().list_dir(wanted))
+    for (const std::string& n : *names)
+      if (n.ends_with(".jsonl")) {
+        error = "--trace-dir " + wanted + " holds the events of an earlier run (" + n + "): use an empty directory";
+        return false;
+      }
   dir = realpath(wanted.c_str(), real) ? std::string(real) : wanted;
   temporary = false;
   return true;

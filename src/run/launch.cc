@@ -126,14 +126,16 @@ std::vector<std::string> child_environment(const LaunchOptions& o) {
   for (char** e = environ; *e; e++) {
     std::string v = *e;
     if (v.starts_with("MLDOCTOR_TRACE_DIR=")) continue;
+    // A job that runs `mldoctor run` itself already has the shims in its
+    // lists: they are not loaded twice (every event would be written twice).
     if (v.starts_with("LD_AUDIT=")) {
       had_audit = true;
       const std::string old = v.substr(9);
-      v = "LD_AUDIT=" + audit + (old.empty() ? "" : ":" + old);
+      if (old.find(audit) == std::string::npos) v = "LD_AUDIT=" + audit + (old.empty() ? "" : ":" + old);
     } else if (v.starts_with("LD_PRELOAD=")) {
       had_preload = true;
       const std::string old = v.substr(11);
-      v = "LD_PRELOAD=" + preload + (old.empty() ? "" : ":" + old);
+      if (old.find(preload) == std::string::npos) v = "LD_PRELOAD=" + preload + (old.empty() ? "" : ":" + old);
     }
     env.push_back(std::move(v));
   }

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""`mldoctor run`'s own errors and the cases where it cannot see inside.
+
+  * no command: exit 2, nothing run;
+  * --trace-dir that is not private (0755) or that holds an earlier run's
+    events: exit 2 before the command runs (the marker file is not created);
+  * a statically linked command: it runs (same output, same status) and the
+    report's RUN001 says why nothing inside it was seen;
+  * the shims missing (MLDOCTOR_SHIM_DIR pointing nowhere): the command
+    still runs unchanged, and RUN001 says the shims were not found;
+  * --json goes to --report FILE, never into the command's stdout;
+  * a nested `mldoctor run` does not load the shims twice.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from mldtest import CC, MLDOCTOR, check, check_in, finish  # noqa: E402
+
+with tempfile.TemporaryDirectory() as t:
+    marker = os.path.join(t, "ran")
+
+    def run(args, env=None, **kw):
+        return subprocess.run([MLDOCTOR, "run"] + args, capture_output=True, text=True, env=env, timeout=120, **kw)
+
+    p = run([])
+    check(p.returncode == 2 and "no command" in p.stderr, "no command: exit 2 (%d) %s" % (p.returncode, p.stderr))
+
+    public = os.path.join(t, "public")
+    os.makedirs(public)
+    os.chmod(public, 0o755)
+    p = run(["--trace-dir", public, "--", "touch", marker])
+    check(p.returncode == 2 and "private" in p.stderr and not os.path.exists(marker),
+          "a 0755 trace dir is refused before the command runs: %d %s" % (p.returncode, p.stderr))
+
+    used = os.path.join(t, "used")
+    p = run(["--trace-dir", used, "--report", os.devnull, "--", "true"])
+    check(p.returncode == 0 and any(n.endswith(".jsonl") for n in os.listdir(used)), "--trace-dir keeps the events")
+    p = run(["--trace-dir", used, "--", "touch", marker])
+    check(p.returncode == 2 and "earlier run" in p.stderr and not os.path.exists(marker),
+          "a trace dir with an earlier run's events is refused: %d %s" % (p.returncode, p.stderr))
+
+    report = os.path.join(t, "report.json")
+    if CC:
+        src = os.path.join(t, "static.c")
+        exe = os.path.join(t, "static")
+        with open(src, "w") as f:
+            f.write('#include <stdio.h>\nint main(void){puts("static says hi");return 3;}\n')
+        if subprocess.run([CC, "-static", "-o", exe, src], capture_output=True).returncode == 0:
+            p = run(["--json", "--report", report, "--", exe])
+            check(p.returncode == 3 and p.stdout == "static says hi\n", "the static program runs unchanged")
+            with open(report) as f:
+                doc = json.load(f)
+            run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
+            check(run001 and "statically linked" in json.dumps(run001), "RUN001 names the static binary: %r" % run001)
+        else:
+            print("SKIP static case: gcc -static failed")
+
+    env = dict(os.environ, MLDOCTOR_SHIM_DIR=os.path.join(t, "nowhere"))
+    p = run(["--json", "--report", report, "--", "sh", "-c", "echo out; exit 4"], env=env)
+    check(p.returncode == 4 and p.stdout == "out\n", "without shims the command still runs: %d %r" % (p.returncode, p.stdout))
+    with open(report) as f:
+        doc = json.load(f)
+    check_in("were not found", json.dumps(doc["findings"]), "RUN001 says the shims were not found")
+
+    nested_dir = os.path.join(t, "nested")
+    p = run(["--trace-dir", nested_dir, "--report", os.devnull, "--", MLDOCTOR, "run", "--report", os.devnull, "--",
+             "sh", "-c", "echo $LD_AUDIT"])
+    check(p.returncode == 0 and p.stdout.count("libmldoctor-audit.so") == 1,
+          "the inner run does not add the audit module twice: %r" % p.stdout)
+finish(os.path.basename(__file__))
