@@ -18,8 +18,10 @@
  * No thread-local storage and no malloc; see trace-writer.h.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <gnu/lib-names.h>
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdio.h>
@@ -37,8 +39,10 @@
 
 struct object {
   struct link_map* map;
-  const char* name; /* copied: link_map names die with dlclose */
+  const char* name;    /* copied: link_map names die with dlclose */
   Lmid_t lmid;
+  const char* runtime; /* gnu-openmp, kmp-openmp, mkl, openblas, other; NULL */
+  int closed;
 };
 
 static struct object objects[MAX_OBJECTS];
@@ -216,18 +220,20 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   const char* name = map->l_name && map->l_name[0] ? map->l_name : NULL;
   int is_program = !name && object_count == 0;
   if (is_program) name = exe_path;
-  unsigned i = __atomic_fetch_add(&object_count, 1, __ATOMIC_RELAXED);
-  if (i < MAX_OBJECTS) {
-    objects[i].map = map;
-    objects[i].lmid = lmid;
-    objects[i].name = keep_name(name ? name : "");
-    *cookie = (uintptr_t)&objects[i];
-  }
   /* Only bindings *into* a runtime that defines a setter pass la_symbind64:
    * ld.so skips the call for every other binding. */
   struct dynsyms d;
   int has_setter = 0;
   const char* runtime = read_dynsyms(map, &d) ? runtime_of(&d, &has_setter) : NULL;
+  unsigned i = __atomic_fetch_add(&object_count, 1, __ATOMIC_RELAXED);
+  if (i < MAX_OBJECTS) {
+    objects[i].map = map;
+    objects[i].lmid = lmid;
+    objects[i].name = keep_name(name ? name : "");
+    objects[i].runtime = runtime;
+    objects[i].closed = 0;
+    *cookie = (uintptr_t)&objects[i];
+  }
   struct mld_event e;
   mld_event_begin(&e, "open");
   mld_event_str(&e, "path", name ? name : "");
@@ -238,7 +244,14 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   return LA_FLG_BINDFROM | (has_setter ? LA_FLG_BINDTO : 0);
 }
 
+/* Set by the exit handler: from then on _dl_fini closes every object,
+ * which says nothing (a third of a torch job's events). */
+static int exiting;
+
 MLD_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
+  if (exiting) return 0;
+  struct object* o = (struct object*)object_of(*cookie);
+  if (o) o->closed = 1;
   struct mld_event e;
   mld_event_begin(&e, "close");
   mld_event_str(&e, "path", name_of(cookie));
@@ -247,15 +260,10 @@ MLD_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
 }
 
 MLD_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
+  if (exiting) return;  // _dl_fini's own bracket around the final closes
   struct mld_event e;
   mld_event_begin(&e, "activity");
   mld_event_str(&e, "what", flag == LA_ACT_ADD ? "add" : flag == LA_ACT_DELETE ? "delete" : "consistent");
-  mld_event_emit(&e);
-}
-
-MLD_EXPORT void la_preinit(uintptr_t* cookie) {
-  struct mld_event e;
-  mld_event_begin(&e, "preinit");
   mld_event_emit(&e);
 }
 
@@ -287,18 +295,23 @@ struct slot {
 
 static struct slot slots[SETTER_KINDS][SLOTS];
 
+/* A function of a loaded object, outside ld.so's locks. A link map loaded as
+ * a dependency has an empty search list, so it is no dlsym handle by
+ * itself: dlmopen with RTLD_NOLOAD gives the handle of the loaded object
+ * (nothing is loaded) and dlclose gives the reference back at once. */
+static void* function_of(const struct object* o, const char* symbol) {
+  void* handle = dlmopen(o->lmid, o->name, RTLD_LAZY | RTLD_NOLOAD);
+  void* f = handle ? dlsym(handle, symbol) : NULL;
+  if (handle) dlclose(handle);
+  return f;
+}
+
 /* The runtime's own getter, looked up in the runtime the call lands in, on
- * first use and outside ld.so's locks. A link map loaded as a dependency has
- * an empty search list, so it is no dlsym handle by itself: dlmopen with
- * RTLD_NOLOAD gives the handle of the loaded object (nothing is loaded) and
- * dlclose gives the reference back at once. */
+ * first use. */
 static int call_getter(struct slot* s) {
   if (!setter_getter[s->kind] || !s->runtime) return -1;
   if (!__atomic_load_n(&s->getter_resolved, __ATOMIC_ACQUIRE)) {
-    void* handle = dlmopen(s->runtime->lmid, s->runtime->name, RTLD_LAZY | RTLD_NOLOAD);
-    void* f = handle ? dlsym(handle, setter_getter[s->kind]) : NULL;
-    if (handle) dlclose(handle);
-    s->getter = (int (*)(void))f;
+    s->getter = (int (*)(void))function_of(s->runtime, setter_getter[s->kind]);
     __atomic_store_n(&s->getter_resolved, 1, __ATOMIC_RELEASE);
   }
   return s->getter ? s->getter() : -1;
@@ -418,4 +431,72 @@ MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* r
                             (void*)sym->st_value);
   if (!s) return sym->st_value;
   return (uintptr_t)wrappers[kind][s - slots[kind]];
+}
+
+/* ---- start of main, and exit ------------------------------------------ */
+
+static int count_threads(void) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent* ent;
+  while ((ent = readdir(d))) n += ent->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Runs among the program's exit handlers, before ld.so's _dl_fini runs any
+ * destructor: each loaded OpenMP/BLAS runtime with the thread count it
+ * would use next. Only getters that cannot change the process are called:
+ * libgomp's (its constructor set up the ICVs) and OpenBLAS's (a variable);
+ * LLVM/Intel libomp would run its serial initialisation (and its duplicate
+ * runtime check, "OMP: Error #15") if it had not yet, and MKL would pick and
+ * load its threading layer, so those are reported as loaded only. */
+static void at_exit(void* unused) {
+  (void)unused;
+  unsigned n = object_count < MAX_OBJECTS ? object_count : MAX_OBJECTS;
+  for (unsigned i = 0; i < n; i++) {
+    const struct object* o = &objects[i];
+    if (!o->runtime || o->closed || !strcmp(o->runtime, "other")) continue;
+    long long threads = -1;
+    const char* config = NULL;
+    if (!strcmp(o->runtime, "gnu-openmp")) {
+      int (*get)(void) = (int (*)(void))function_of(o, "omp_get_max_threads");
+      if (get) threads = get();
+    } else if (!strcmp(o->runtime, "openblas")) {
+      int (*get)(void) = (int (*)(void))function_of(o, "openblas_get_num_threads");
+      char* (*cfg)(void) = (char* (*)(void))function_of(o, "openblas_get_config");
+      if (get) threads = get();
+      if (cfg) config = cfg();
+    }
+    struct mld_event e;
+    mld_event_begin(&e, "runtime");
+    mld_event_str(&e, "path", o->name);
+    mld_event_str(&e, "kind", o->runtime);
+    if (threads >= 0) mld_event_int(&e, "threads", threads);
+    if (config) mld_event_str(&e, "config", config);
+    mld_event_emit(&e);
+  }
+  struct mld_event e;
+  mld_event_begin(&e, "exit");
+  mld_event_int(&e, "threads", count_threads());
+  mld_event_emit(&e);
+  exiting = 1;
+}
+
+/* Called by __libc_start_main just before main, after it registered ld.so's
+ * _dl_fini with the program's exit handlers: a handler registered now runs
+ * before _dl_fini (they run in reverse order), so the runtimes it looks at
+ * are not yet finalised. It is registered with the program's own libc (not
+ * this module's copy, whose handlers exit() never runs), without a DSO
+ * handle, so only exit() runs it. */
+MLD_EXPORT void la_preinit(uintptr_t* cookie) {
+  struct mld_event e;
+  mld_event_begin(&e, "preinit");
+  mld_event_emit(&e);
+  void* libc = dlmopen(LM_ID_BASE, LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+  int (*cxa_atexit)(void (*)(void*), void*, void*) =
+      libc ? (int (*)(void (*)(void*), void*, void*))dlsym(libc, "__cxa_atexit") : NULL;
+  if (libc) dlclose(libc);
+  if (cxa_atexit) cxa_atexit(at_exit, NULL, NULL);
 }

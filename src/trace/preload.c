@@ -3,9 +3,12 @@
  * It sees what the audit module cannot: the text of a failed dlopen (ld.so
  * never hands it to auditors; the program gets it from dlerror, which keeps
  * no caller state, so wrapping it is exact), fork (a fork after an OpenMP
- * runtime has started threads leaves the child with a dead pool), changes of
- * thread and loader variables through setenv/putenv/unsetenv, and, at exit,
- * the state of the OpenMP and BLAS runtimes the process holds.
+ * runtime has started threads leaves the child with a dead pool) and changes
+ * of thread and loader variables through setenv/putenv/unsetenv. The state
+ * of the runtimes at exit comes from the audit module, which can register
+ * its exit handler after ld.so's own (this library's constructor runs
+ * before __libc_start_main registers _dl_fini, so a handler of ours would
+ * run after every destructor).
  *
  * dlopen itself is not wrapped: glibc searches DT_RPATH/DT_RUNPATH and
  * expands $ORIGIN of the object that *called* dlopen (its return address),
@@ -72,19 +75,13 @@ static int count_threads(void) {
   return n;
 }
 
-enum runtime_kind { NOT_A_RUNTIME, GNU_OPENMP, LLVM_OPENMP, INTEL_OPENMP, MKL, OPENBLAS };
-
-static enum runtime_kind runtime_kind_of(const char* path) {
+/* An OpenMP runtime by its file name (the audit module knows them by what
+ * they define; this is only the fork event's hint). */
+static int openmp_name(const char* path) {
   const char* base = mld_basename(path);
-  if (mld_starts_with(base, "libgomp")) return GNU_OPENMP;
-  if (mld_starts_with(base, "libiomp5")) return INTEL_OPENMP;
-  if (mld_starts_with(base, "libomp.") || mld_starts_with(base, "libomp-")) return LLVM_OPENMP;
-  if (mld_starts_with(base, "libmkl_rt")) return MKL;
-  if (mld_starts_with(base, "libopenblas")) return OPENBLAS;
-  return NOT_A_RUNTIME;
+  return mld_starts_with(base, "libgomp") || mld_starts_with(base, "libiomp5") || mld_starts_with(base, "libomp.") ||
+         mld_starts_with(base, "libomp-");
 }
-
-static const char* const kind_names[] = {"", "gnu-openmp", "llvm-openmp", "intel-openmp", "mkl", "openblas"};
 
 struct openmp_list {
   char json[2048];
@@ -93,8 +90,7 @@ struct openmp_list {
 
 static int add_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   struct openmp_list* list = data;
-  enum runtime_kind k = runtime_kind_of(info->dlpi_name);
-  if (k != GNU_OPENMP && k != LLVM_OPENMP && k != INTEL_OPENMP) return 0;
+  if (!openmp_name(info->dlpi_name)) return 0;
   struct mld_event one;
   one.len = 0;
   one.truncated = 0;
@@ -191,53 +187,6 @@ MLD_EXPORT int unsetenv(const char* name) {
   return result;
 }
 
-/* ---- at exit ---------------------------------------------------------------- */
-
-/* Each loaded OpenMP/BLAS runtime with the thread count it would use next.
- * Only getters that cannot change the process are called: libgomp's ICVs
- * are set up by its constructor and OpenBLAS's count is a variable, while
- * LLVM/Intel libomp would run its serial initialisation (and its duplicate
- * runtime check, "OMP: Error #15") if it had not yet, and MKL would pick
- * and load its threading layer. Those are reported as loaded only. */
-static int report_runtime(struct dl_phdr_info* info, size_t size, void* data) {
-  enum runtime_kind k = runtime_kind_of(info->dlpi_name);
-  if (k == NOT_A_RUNTIME) return 0;
-  long long threads = -1;
-  const char* config = NULL;
-  void* handle = NULL;
-  if (k == GNU_OPENMP || k == OPENBLAS) handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-  if (handle && k == GNU_OPENMP) {
-    int (*get)(void) = (int (*)(void))dlsym(handle, "omp_get_max_threads");
-    if (get) threads = get();
-  }
-  if (handle && k == OPENBLAS) {
-    int (*get)(void) = (int (*)(void))dlsym(handle, "openblas_get_num_threads");
-    char* (*cfg)(void) = (char* (*)(void))dlsym(handle, "openblas_get_config");
-    if (get) threads = get();
-    if (cfg) config = cfg();
-  }
-  struct mld_event e;
-  mld_event_begin(&e, "runtime");
-  mld_event_str(&e, "path", info->dlpi_name);
-  mld_event_str(&e, "kind", kind_names[k]);
-  if (threads >= 0) mld_event_int(&e, "threads", threads);
-  if (config) mld_event_str(&e, "config", config);
-  mld_event_emit(&e);
-  if (handle) dlclose(handle);
-  return 0;
-}
-
-static void at_exit(void) {
-  if (!mld_trace_enabled()) return;
-  int saved = errno;
-  dl_iterate_phdr(report_runtime, NULL);
-  struct mld_event e;
-  mld_event_begin(&e, "exit");
-  mld_event_int(&e, "threads", count_threads());
-  mld_event_emit(&e);
-  errno = saved;
-}
-
 /* The next definitions are looked up here, before the program runs: a
  * dlsym between a failed dlopen and the program's dlerror would clear the
  * message the program is about to read. */
@@ -247,6 +196,4 @@ __attribute__((constructor)) static void preload_init(void) {
   real_setenv = (int (*)(const char*, const char*, int))next("setenv");
   real_putenv = (int (*)(char*))next("putenv");
   real_unsetenv = (int (*)(const char*))next("unsetenv");
-  if (!mld_trace_init()) return;
-  atexit(at_exit);
 }

@@ -154,12 +154,14 @@ void mld_event_raw(struct mld_event* e, const char* key, const char* json) {
   append_c(e, json);
 }
 
-void mld_event_emit(struct mld_event* e) {
-  if (!mld_trace_enabled()) return;
+void mld_event_finish(struct mld_event* e) {
   if (e->truncated && e->len + 16 + 2 <= sizeof e->text) append_c(e, ",\"truncated\":1");
   e->text[e->len++] = '}';
   e->text[e->len++] = '\n';
+}
 
+void mld_write_lines(const char* text, size_t len) {
+  if (!mld_trace_enabled() || len == 0) return;
   char path[sizeof trace_dir + 32];
   struct mld_event name;
   name.len = 0;
@@ -174,10 +176,16 @@ void mld_event_emit(struct mld_event* e) {
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return;
   size_t off = 0;
-  while (off < e->len) {
-    ssize_t w = write(fd, e->text + off, e->len - off);
+  while (off < len) {
+    ssize_t w = write(fd, text + off, len - off);
     if (w <= 0) break;
     off += (size_t)w;
   }
   close(fd);
+}
+
+void mld_event_emit(struct mld_event* e) {
+  if (!mld_trace_enabled()) return;
+  mld_event_finish(e);
+  mld_write_lines(e->text, e->len);
 }

@@ -37,6 +37,10 @@ void mld_event_strings(struct mld_event* e, const char* key, const char* nul_sep
 void mld_event_raw(struct mld_event* e, const char* key, const char* json);    /* trusted JSON */
 /* Closes the object and appends it to this process's file. */
 void mld_event_emit(struct mld_event* e);
+/* Closes the object without writing it: e->text[0..e->len) is one line. */
+void mld_event_finish(struct mld_event* e);
+/* Appends complete lines to this process's file in one write. */
+void mld_write_lines(const char* text, size_t len);
 
 /* Helpers without libc locale or allocation. */
 size_t mld_strlen(const char* s);
