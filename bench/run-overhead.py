@@ -21,10 +21,15 @@ import tempfile
 import time
 
 
+CPU = []  # user+system seconds of each run's whole process tree, in call order
+
+
 def timed(cmd):
     t = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t, p.returncode
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    CPU.append(ru.ru_utime + ru.ru_stime)
+    return time.perf_counter() - t, os.waitstatus_to_exitcode(status)
 
 
 def main():
@@ -44,7 +49,7 @@ def main():
         kept = [mld, "run", "--report", os.devnull, "--trace-dir", trace, "--"] + cmd
         timed(cmd)
         timed(traced)
-        plain_t, traced_t = [], []
+        plain_t, traced_t, plain_c, traced_c = [], [], [], []
         for i in range(a.runs):
             # ABBA: which variant goes first alternates, so a drift of the
             # machine within a pair does not count against one of them.
@@ -58,6 +63,9 @@ def main():
                 sys.exit("exit status differs: %d plain, %d traced" % (rc1, rc2))
             plain_t.append(p)
             traced_t.append(t)
+            pc, tc = (CPU[-2], CPU[-1]) if i % 2 == 0 else (CPU[-1], CPU[-2])
+            plain_c.append(pc)
+            traced_c.append(tc)
             print("run %d: plain %.3f s, traced %.3f s" % (i + 1, p, t))
         timed(kept)
         events = 0
@@ -68,6 +76,13 @@ def main():
     print("command: %s" % " ".join(cmd))
     print("median: plain %.3f s, under mldoctor run %.3f s: ratio %.3f (%+.1f%%), %d events"
           % (mp, mt, mt / mp, (mt / mp - 1) * 100, events))
+    # Each pair ran back to back: the median of the pairs' ratios cancels a
+    # machine that slows down and speeds up over the minutes of the run.
+    pr = statistics.median(t / p for p, t in zip(plain_t, traced_t))
+    print("median of the %d pairs' ratios: %.3f (%+.1f%%)" % (len(plain_t), pr, (pr - 1) * 100))
+    cr = statistics.median(t / p for p, t in zip(plain_c, traced_c))
+    print("CPU time (user+system, whole tree): median plain %.3f s, traced %.3f s; median of pair ratios %.3f (%+.1f%%)"
+          % (statistics.median(plain_c), statistics.median(traced_c), cr, (cr - 1) * 100))
     # On a shared VM the median moves by several percent from run to run;
     # the fastest run of each is the least disturbed estimate.
     lp, lt = min(plain_t), min(traced_t)

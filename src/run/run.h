@@ -1,7 +1,8 @@
 // run.h — `mldoctor run`: a real job watched from inside and outside.
 //
-// Inside, two C shims (src/trace: an rtld-audit module and an LD_PRELOAD
-// interposer) write each process's events to <trace dir>/<pid>.jsonl. This
+// Inside, C shims (src/trace: an rtld-audit module, and before glibc 2.35
+// an LD_PRELOAD interposer beside it) write each process's events to
+// <trace dir>/<pid>.jsonl. This
 // module reads them back into one model of the job (trace.cc), turns that
 // model into findings (analysis.cc), launches the command so that it behaves
 // as without us (launch.cc), and watches it for hangs (watchdog.cc).

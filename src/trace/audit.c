@@ -18,16 +18,17 @@
  * No thread-local storage and no malloc; see trace-writer.h.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <gnu/lib-names.h>
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "libc-calls.h"
 #include "trace-writer.h"
 
 #define MLD_EXPORT __attribute__((visibility("default")))
@@ -87,8 +88,23 @@ static void add_cmdline(struct mld_event* e) {
 
 /* ---- la_version: the first call ------------------------------------ */
 
+/* glibc 2.35+: la_symbind64 also sees BIND_NOW bindings, so the libc calls
+ * are wrapped here; before, the LD_PRELOAD interposer does it. */
+static int wrap_libc;
+static const struct object* base_libc; /* the program's libc (LM_ID_BASE) */
+
+static int glibc_at_least(const char* v, int major, int minor) {
+  int ma = 0, mi = 0;
+  while (*v >= '0' && *v <= '9') ma = ma * 10 + (*v++ - '0');
+  if (*v == '.') v++;
+  while (*v >= '0' && *v <= '9') mi = mi * 10 + (*v++ - '0');
+  return ma > major || (ma == major && mi >= minor);
+}
+
 MLD_EXPORT unsigned int la_version(unsigned int version) {
   if (version == 0 || !mld_trace_init()) return 0; /* not traced: stay out */
+  const char* calls = getenv("MLDOCTOR_LIBC_CALLS");
+  wrap_libc = glibc_at_least(gnu_get_libc_version(), 2, 35) && !(calls && !strcmp(calls, "preload"));
   ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
   exe_path[n > 0 ? n : 0] = 0;
   struct mld_event e;
@@ -225,6 +241,8 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   struct dynsyms d;
   int has_setter = 0;
   const char* runtime = read_dynsyms(map, &d) ? runtime_of(&d, &has_setter) : NULL;
+  const int is_base_libc = wrap_libc && !base_libc && lmid == LM_ID_BASE && runtime == NULL &&
+                          read_dynsyms(map, &d) && defines(&d, "__libc_start_main") && defines(&d, "dlerror");
   unsigned i = __atomic_fetch_add(&object_count, 1, __ATOMIC_RELAXED);
   if (i < MAX_OBJECTS) {
     objects[i].map = map;
@@ -233,6 +251,7 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
     objects[i].runtime = runtime;
     objects[i].closed = 0;
     *cookie = (uintptr_t)&objects[i];
+    if (is_base_libc) base_libc = &objects[i];
   }
   struct mld_event e;
   mld_event_begin(&e, "open");
@@ -241,7 +260,7 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   if (is_program) mld_event_int(&e, "program", 1);
   if (runtime) mld_event_str(&e, "runtime", runtime);
   mld_event_emit(&e);
-  return LA_FLG_BINDFROM | (has_setter ? LA_FLG_BINDTO : 0);
+  return LA_FLG_BINDFROM | (has_setter || (is_base_libc && i < MAX_OBJECTS) ? LA_FLG_BINDTO : 0);
 }
 
 /* Set by the exit handler: from then on _dl_fini closes every object,
@@ -420,29 +439,72 @@ static struct slot* slot_for(enum setter kind, const char* symbol, const struct 
   return NULL; /* all slots taken: the call goes unwrapped, straight to its target */
 }
 
+/* A binding into the program's libc: the calls of libc-calls.c get their
+ * wrapper (one for all callers: the wrapper finds its caller from its
+ * return address), everything else its own target. All bindings of one
+ * name resolve to the same libc function, so one real pointer serves. */
+static uintptr_t libc_binding(const char* name, uintptr_t target) {
+  void* f = (void*)target;
+  switch (name[0]) {
+    case 'd':
+      if (strcmp(name, "dlerror")) break;
+      mld_real.dlerror = (char* (*)(void))f;
+      return (uintptr_t)mld_wrap_dlerror;
+    case 'f':
+      if (strcmp(name, "fork")) break;
+      mld_real.fork = (pid_t(*)(void))f;
+      return (uintptr_t)mld_wrap_fork;
+    case 's':
+      if (strcmp(name, "setenv")) break;
+      mld_real.setenv = (int (*)(const char*, const char*, int))f;
+      return (uintptr_t)mld_wrap_setenv;
+    case 'p':
+      if (strcmp(name, "putenv")) break;
+      mld_real.putenv = (int (*)(char*))f;
+      return (uintptr_t)mld_wrap_putenv;
+    case 'u':
+      if (strcmp(name, "unsetenv")) break;
+      mld_real.unsetenv = (int (*)(const char*))f;
+      return (uintptr_t)mld_wrap_unsetenv;
+  }
+  return target;
+}
+
 /* Every binding of a referencing object to a defining one passes here once
  * (lazily at first call, at load time for BIND_NOW objects from glibc 2.35,
  * and for dlsym). Anything but the setters returns its own target. */
 MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* refcook, uintptr_t* defcook,
                                   unsigned int* flags, const char* symname) {
+  const struct object* runtime = object_of(*defcook);
+  if (runtime && runtime == base_libc) return libc_binding(symname, sym->st_value);
   int kind = setter_kind(symname);
   if (kind < 0) return sym->st_value;
-  struct slot* s = slot_for((enum setter)kind, symname, object_of(*refcook), object_of(*defcook),
-                            (void*)sym->st_value);
+  struct slot* s = slot_for((enum setter)kind, symname, object_of(*refcook), runtime, (void*)sym->st_value);
   if (!s) return sym->st_value;
   return (uintptr_t)wrappers[kind][s - slots[kind]];
 }
 
 /* ---- start of main, and exit ------------------------------------------ */
 
-static int count_threads(void) {
-  DIR* d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent* ent;
-  while ((ent = readdir(d))) n += ent->d_name[0] != '.';
-  closedir(d);
-  return n;
+void mld_openmp_json(char* buf, size_t size) {
+  size_t len = 0;
+  buf[len++] = '[';
+  unsigned n = object_count < MAX_OBJECTS ? object_count : MAX_OBJECTS;
+  for (unsigned i = 0; i < n; i++) {
+    const struct object* o = &objects[i];
+    if (!o->runtime || o->closed || (strcmp(o->runtime, "gnu-openmp") && strcmp(o->runtime, "kmp-openmp"))) continue;
+    struct mld_event one;
+    one.len = 0;
+    one.truncated = 0;
+    mld_event_str(&one, "p", o->name);
+    size_t k = one.len - 5; /* drop ,"p": */
+    if (len + k + 3 >= size) break;
+    if (len > 1) buf[len++] = ',';
+    memcpy(buf + len, one.text + 5, k);
+    len += k;
+  }
+  buf[len++] = ']';
+  buf[len] = 0;
 }
 
 /* Runs among the program's exit handlers, before ld.so's _dl_fini runs any
@@ -479,7 +541,7 @@ static void at_exit(void* unused) {
   }
   struct mld_event e;
   mld_event_begin(&e, "exit");
-  mld_event_int(&e, "threads", count_threads());
+  mld_event_int(&e, "threads", mld_count_threads());
   mld_event_emit(&e);
   exiting = 1;
 }

@@ -72,4 +72,26 @@ with tempfile.TemporaryDirectory() as t:
              "sh", "-c", "echo $LD_AUDIT"])
     check(p.returncode == 0 and p.stdout.count("libmldoctor-audit.so") == 1,
           "the inner run does not add the audit module twice: %r" % p.stdout)
+    # The libc calls through the audit module (glibc 2.35+), and through the
+    # LD_PRELOAD interposer that older glibc needs (forced here): the same
+    # events either way, and LD_PRELOAD is the user's own in the first case.
+    code = ("import ctypes, os\n"
+            "try: ctypes.CDLL('libnothere.so')\n"
+            "except OSError as e: print(e)\n"
+            "os.environ['OMP_NUM_THREADS'] = '3'\n"
+            "print('LD_PRELOAD', os.environ.get('LD_PRELOAD'))\n")
+    for force in ("0", "1"):
+        env = dict(os.environ, MLDOCTOR_FORCE_PRELOAD=force)
+        env.pop("LD_PRELOAD", None)
+        p = run(["--json", "--report", report, "--", "/usr/bin/python3", "-c", code], env=env)
+        with open(report) as f:
+            doc = json.load(f)
+        proc = doc["processes"][0] if doc["processes"] else {}
+        failed = [x for x in proc.get("failed_loads", []) if x["name"] == "libnothere.so"]
+        check(failed and "cannot open shared object file" in failed[0]["message"],
+              "preload=%s: the dlerror text of the failed dlopen: %r" % (force, failed))
+        envs = [(x["op"], x["name"], x["value"]) for x in proc.get("env_changes", [])]
+        check(("setenv", "OMP_NUM_THREADS", "3") in envs, "preload=%s: the setenv: %r" % (force, envs))
+        check(("libmldoctor-preload.so" in p.stdout) == (force == "1"),
+              "preload=%s: LD_PRELOAD gets the interposer only when needed: %r" % (force, p.stdout))
 finish(os.path.basename(__file__))

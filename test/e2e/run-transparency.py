@@ -72,10 +72,11 @@ for _s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM, signal.
         signal.signal(_s, signal.SIG_DFL)
 signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
-# The environment of both runs. mldoctor adds LD_AUDIT, LD_PRELOAD and
-# MLDOCTOR_TRACE_DIR to its child's (that is how the shims get in); nothing
+# The environment of both runs. mldoctor adds LD_AUDIT and
+# MLDOCTOR_TRACE_DIR to its child's (that is how the shims get in), and
+# before glibc 2.35 LD_PRELOAD and MLDOCTOR_LIBC_CALLS; nothing
 # else may differ.
-SHIM_VARS = ("LD_AUDIT", "LD_PRELOAD", "MLDOCTOR_TRACE_DIR")
+SHIM_VARS = ("LD_AUDIT", "LD_PRELOAD", "MLDOCTOR_TRACE_DIR", "MLDOCTOR_LIBC_CALLS")
 ENV = {k: v for k, v in os.environ.items() if k not in SHIM_VARS}
 ENV.update(MLD_E2E_MARKER="marker: spaces, 'quotes', \"double\", $dollar and \u00fcn\u00efc\u00f6d\u00e9",
            MLD_E2E_PGRP=str(os.getpgrp()), MLD_E2E_SID=str(os.getsid(0)), PYTHONDONTWRITEBYTECODE="1")
@@ -658,7 +659,7 @@ def cases(t, cprog, cprog_skip, static, static_skip):
                                  env=dict(ENV, LD_LIBRARY_PATH="/nonexistent-mld-e2e")), expect=0),
         Case("env-all-but-shim-variables", plain(py(
             "import os\nfor k, v in sorted(os.environb.items()):\n"
-            "    if k not in (b'LD_AUDIT', b'LD_PRELOAD', b'MLDOCTOR_TRACE_DIR'):\n"
+            "    if k not in (b'LD_AUDIT', b'LD_PRELOAD', b'MLDOCTOR_TRACE_DIR', b'MLDOCTOR_LIBC_CALLS'):\n"
             "        os.write(1, k + b'=' + v + b'\\0')")), expect=0),
         Case("argv-weird-py", plain([PY.encode(), b"-c", b"import os, sys\nfor a in sys.argv[1:]: "
                                      b"os.write(1, b'[' + os.fsencode(a) + b']\\n')"] + weird_args), expect=0),

@@ -1,0 +1,132 @@
+/* libc-calls.c — the wrappers of dlerror, fork, setenv, putenv and unsetenv
+ * (see libc-calls.h for who installs them, and how).
+ *
+ * dlerror keeps no caller state, so wrapping it is exact, and it is how the
+ * text of a failed dlopen reaches us (ld.so never gives it to auditors).
+ * fork is recorded with the parent's threads and OpenMP runtimes (a fork
+ * after a runtime started its pool leaves the child with a dead one).
+ * setenv/putenv/unsetenv are recorded for the variables that steer thread
+ * pools and the loader. errno is kept across the recording.
+ */
+#define _GNU_SOURCE
+#include "libc-calls.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "trace-writer.h"
+
+struct mld_libc_calls mld_real;
+
+int mld_count_threads(void) {
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  int n = 0;
+  for (;;) {
+    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got <= 0) break;
+    for (long off = 0; off < got;) {
+      /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+      unsigned short reclen;
+      memcpy(&reclen, buf + off + 16, sizeof reclen);
+      if (reclen == 0) break;
+      n += buf[off + 19] != '.';
+      off += reclen;
+    }
+  }
+  close(fd);
+  return n;
+}
+
+static const char* caller_object(const void* address) {
+  Dl_info info;
+  if (address && dladdr(address, &info) && info.dli_fname) return info.dli_fname;
+  return NULL;
+}
+
+MLD_LIBC_VISIBLE char* MLD_LIBC_CALL(dlerror)(void) {
+  char* message = mld_real.dlerror ? mld_real.dlerror() : NULL;
+  if (message && mld_trace_enabled()) {
+    int saved = errno;
+    struct mld_event e;
+    mld_event_begin(&e, "dlerror");
+    mld_event_str(&e, "message", message);
+    mld_event_str(&e, "caller", caller_object(__builtin_return_address(0)));
+    mld_event_emit(&e);
+    errno = saved;
+  }
+  return message;
+}
+
+MLD_LIBC_VISIBLE pid_t MLD_LIBC_CALL(fork)(void) {
+  int threads = mld_trace_enabled() ? mld_count_threads() : 0;
+  pid_t child = mld_real.fork();
+  if (child <= 0 || !mld_trace_enabled()) return child;
+  int saved = errno;
+  char openmp[2048];
+  mld_openmp_json(openmp, sizeof openmp);
+  struct mld_event e;
+  mld_event_begin(&e, "fork");
+  mld_event_int(&e, "child", child);
+  mld_event_int(&e, "threads", threads);
+  mld_event_raw(&e, "openmp", openmp);
+  mld_event_str(&e, "caller", caller_object(__builtin_return_address(0)));
+  mld_event_emit(&e);
+  errno = saved;
+  return child;
+}
+
+static int watched_variable(const char* name) {
+  static const char* const prefixes[] = {"OMP_",  "KMP_",    "GOMP_",  "MKL_",     "OPENBLAS_", "GOTO_",
+                                         "BLIS_", "VECLIB_", "NUMBA_", "NUMEXPR_", "TBB_",      "LD_",
+                                         "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES", "NCCL_", "TORCH_"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (mld_starts_with(name, prefixes[i])) return 1;
+  return 0;
+}
+
+static void emit_env(const char* op, const char* name, size_t name_len, const char* value, int result,
+                     const void* caller) {
+  int saved = errno;
+  struct mld_event e;
+  mld_event_begin(&e, "env");
+  mld_event_str(&e, "op", op);
+  mld_event_strn(&e, "name", name, name_len);
+  mld_event_str(&e, "value", value);
+  mld_event_int(&e, "result", result);
+  mld_event_str(&e, "caller", caller_object(caller));
+  mld_event_emit(&e);
+  errno = saved;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(setenv)(const char* name, const char* value, int overwrite) {
+  int result = mld_real.setenv(name, value, overwrite);
+  if (watched_variable(name) && mld_trace_enabled())
+    emit_env(overwrite ? "setenv" : "setenv-if-unset", name, strlen(name), value, result,
+             __builtin_return_address(0));
+  return result;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(putenv)(char* string) {
+  int result = mld_real.putenv(string);
+  if (watched_variable(string) && mld_trace_enabled()) {
+    const char* eq = strchr(string, '=');
+    if (eq)
+      emit_env("putenv", string, (size_t)(eq - string), eq + 1, result, __builtin_return_address(0));
+    else
+      emit_env("unsetenv", string, strlen(string), NULL, result, __builtin_return_address(0));
+  }
+  return result;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(unsetenv)(const char* name) {
+  int result = mld_real.unsetenv(name);
+  if (watched_variable(name) && mld_trace_enabled())
+    emit_env("unsetenv", name, strlen(name), NULL, result, __builtin_return_address(0));
+  return result;
+}
