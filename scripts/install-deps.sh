@@ -9,7 +9,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev
   googletest libgtest-dev libgmock-dev
-  libvectorscan-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev libdw-dev
+  libvectorscan-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev libdw-dev libbz2-dev liblzma-dev
 )
 test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev

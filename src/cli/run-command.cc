@@ -379,7 +379,9 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     std::fprintf(out, "trace events kept in %s\n", trace_dir.c_str());
   std::fflush(out);
   if (out != stderr) std::fclose(out);
-  if (!lr.started) return lr.status.code ? lr.status.code : 127;
+  // Never forked (no pipe, no pty): our failure. Forked but exec failed: the
+  // child's 127 or 126, as a shell would.
+  if (!lr.started) return lr.pid == 0 ? 2 : lr.status.code ? lr.status.code : 127;
   run::exit_like(lr.status);
 }
 
