@@ -282,6 +282,17 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   }
   bool stale = false;
   for (const Finding& f : lock_findings) stale |= f.rule == "JIT001";
+  // A TCP connection that never completes: the rendezvous (MASTER_ADDR /
+  // MASTER_PORT, a TCPStore) or a peer that is not there. SYN_SENT for the
+  // whole idle time means nothing answers at that address.
+  std::string connecting;
+  for (const ProcessSample& p : sample.processes)
+    for (const std::string& so : p.sockets)
+      if (connecting.empty() && so.ends_with(" SYN_SENT")) {
+        const size_t arrow = so.find(" -> ");
+        const std::string to = arrow == std::string::npos ? so : so.substr(arrow + 4, so.size() - arrow - 4 - 9);
+        connecting = "pid " + std::to_string(p.pid) + " connecting to " + to;
+      }
   if (stale) {
     hang.message += ": the job is waiting for a torch extension build lock that no process holds";
     hang.fix = "remove the stale lock: mldoctor jit --fix (it re-checks that no process holds it); the job "
@@ -289,6 +300,10 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   } else if (!lock_findings.empty()) {
     hang.message += ": an extension build lock is held by another process";
     hang.fix = "wait for that build, or stop it and run mldoctor jit --fix";
+  } else if (!connecting.empty()) {
+    hang.message += ": a TCP connection gets no answer (" + connecting + ")";
+    hang.fix = "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
+               "listening there), the interface the name resolves to, and any firewall between the nodes";
   } else {
     hang.fix = "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
                "never completes; mldoctor jit for build locks";

@@ -8,8 +8,10 @@
 // from thread-count calls and runtimes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
+#include "ld-cache-builder.h"
 #include "run/run.h"
 
 using namespace mld;
@@ -228,4 +230,38 @@ TEST(TraceModel, EventLineSubsetOfJson) {
   EXPECT_EQ(p.bad_lines, 4u);
   ASSERT_EQ(p.objects.size(), 1u);
   EXPECT_EQ(p.objects[0].path, "/e");
+}
+
+// The hang sample of a rooted /proc: a thread in connect(2) whose socket is
+// in SYN_SENT names the address nothing answers at.
+TEST(HangAnalysis, ConnectionWithoutAnswerIsTheCause) {
+  mld::test::TempDir t;
+  const std::string proc = t.path() + "/proc";
+  mld::test::make_dirs(proc + "/4242/task/4242");
+  mld::test::make_dirs(proc + "/4242/fd");
+  mld::test::make_dirs(proc + "/net");
+  mld::test::write_file(proc + "/4242/cmdline", std::string("python3\0train.py\0", 17));
+  mld::test::write_file(proc + "/4242/task/4242/comm", "python3\n");
+  mld::test::write_file(proc + "/4242/task/4242/stat", "4242 (python3) S 1 4242 4242 0 -1 0 0 0 0 0 7 3 0 0\n");
+  mld::test::write_file(proc + "/4242/task/4242/wchan", "inet_wait_for_connect");
+  mld::test::write_file(proc + "/4242/task/4242/syscall", "42 0x3 0x7ffc 0x10 0x0 0x0 0x0 0x7ffc 0x7f00\n");
+  std::filesystem::create_symlink("socket:[777]", proc + "/4242/fd/3");
+  mld::test::write_file(proc + "/net/tcp",
+                        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+                        "   0: 0100007F:A1B2 0900000A:7334 02 00000000:00000000 01:00000100 00000003     0        0 777 "
+                        "1 0000000000000000 200 0 0 10 -1\n");
+  host::Host host(t.path(), {});
+  HangSample s = sample_processes(host, {4242}, 30);
+  ASSERT_EQ(s.processes.size(), 1u);
+  ASSERT_EQ(s.processes[0].threads.size(), 1u);
+  EXPECT_EQ(s.processes[0].threads[0].syscall, "connect");
+  ASSERT_EQ(s.processes[0].sockets.size(), 1u);
+  EXPECT_EQ(s.processes[0].sockets[0], "tcp 127.0.0.1:41394 -> 10.0.0.9:29492 SYN_SENT");
+  FindingList found;
+  analyse_hang(s, host, "/nonexistent", found);
+  ASSERT_FALSE(found.findings.empty());
+  EXPECT_EQ(found.findings[0].rule, "RUN002");
+  EXPECT_NE(found.findings[0].message.find("gets no answer (pid 4242 connecting to 10.0.0.9:29492)"), std::string::npos)
+      << found.findings[0].message;
+  EXPECT_NE(found.findings[0].fix.find("MASTER_ADDR"), std::string::npos);
 }
