@@ -63,7 +63,15 @@ const int kForwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SI
 struct sigaction saved_actions[sizeof kForwarded / sizeof kForwarded[0]];
 std::atomic<pid_t> forward_to{0};
 
+// --logs on a terminal: the pty the child writes to follows the real
+// terminal's size (ioctl is async-signal-safe).
+std::atomic<int> winch_from{-1}, winch_to{-1};
+
 void forward_signal(int sig, siginfo_t* info, void*) {
+  if (sig == SIGWINCH && winch_to.load() >= 0) {
+    winsize size {};
+    if (ioctl(winch_from.load(), TIOCGWINSZ, &size) == 0) ioctl(winch_to.load(), TIOCSWINSZ, &size);
+  }
   // SI_USER, SI_QUEUE, SI_TKILL are <= 0; the terminal's are SI_KERNEL.
   const pid_t child = forward_to.load();
   if (child > 0 && info && info->si_code <= 0) kill(child, sig);
@@ -173,21 +181,49 @@ struct CapturedStream {
   int sink = -1;
   int child_end = -1;
   bool open = true;
+  // A pty with the terminal's modes turns the child's "\n" into "\r\n"
+  // (ONLCR), and the real terminal would do it again: the copy undoes the
+  // pty's, exactly ("\r\n" -> "\n"; a lone "\r" stays).
+  bool undo_onlcr = false;
+  bool held_cr = false; // a '\r' ended the last read
 };
+
+// The bytes to pass on from a pty master, ONLCR undone; `c.held_cr` carries
+// a '\r' across reads.
+std::string undo_onlcr(CapturedStream& c, const char* data, size_t n) {
+  std::string out;
+  out.reserve(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    const char ch = data[i];
+    if (c.held_cr) {
+      c.held_cr = false;
+      if (ch != '\n') out += '\r';
+    }
+    if (ch == '\r') {
+      c.held_cr = true;
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
 
 // Sets up the capture of stdout and stderr. Both on one terminal share one
 // pseudo-terminal (they were one stream on the screen already).
 bool capture_streams(std::vector<CapturedStream>& out, std::string* error) {
-  const bool tty1 = isatty(1), tty2 = isatty(2);
+  // stdout and stderr that lead to one place (one terminal, or 2>&1 into a
+  // file or pipe) share one pipe or pty, so their bytes stay in the order
+  // the child wrote them.
   struct stat s1 {}, s2 {};
-  const bool same_tty = tty1 && tty2 && fstat(1, &s1) == 0 && fstat(2, &s2) == 0 && s1.st_rdev == s2.st_rdev;
+  const bool same = fstat(1, &s1) == 0 && fstat(2, &s2) == 0 && s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino &&
+                    s1.st_rdev == s2.st_rdev;
   for (int fd : {1, 2}) {
     if (fcntl(fd, F_GETFD) < 0) continue;  // closed: the child gets it closed too
     CapturedStream c;
     c.stream = fd;
     c.sink = fd;
-    if (fd == 2 && same_tty && !out.empty()) {
-      c.child_end = out.front().child_end;  // stderr on stdout's pty
+    if (fd == 2 && same && !out.empty()) {
+      c.child_end = out.front().child_end;  // stderr on stdout's pipe or pty
       c.source = -1;
       out.push_back(c);
       continue;
@@ -205,6 +241,14 @@ bool capture_streams(std::vector<CapturedStream>& out, std::string* error) {
       fcntl(master, F_SETFD, FD_CLOEXEC);
       c.source = master;
       c.child_end = slave;
+      // Only ONLCR is undone; a terminal with other output mappings (tabs,
+      // CR handling) is copied as the pty produced it.
+      c.undo_onlcr = have_modes && (modes.c_oflag & OPOST) && (modes.c_oflag & ONLCR) &&
+                     !(modes.c_oflag & (OCRNL | ONOCR | ONLRET | OLCUC | TABDLY));
+      if (winch_to.load() < 0) {
+        winch_from.store(fd);
+        winch_to.store(master);
+      }
     } else {
       int p[2];
       if (pipe2(p, O_CLOEXEC) != 0) {
@@ -248,16 +292,27 @@ bool pump(std::vector<CapturedStream>& streams, const LaunchOptions& o, int time
     const ssize_t n = read(c.source, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {  // EOF (pipe) or EIO (pty whose slave ends are all closed)
+      if (c.held_cr) write_all(c.sink, "\r", 1);
       c.open = false;
+      if (winch_to.load() == c.source) winch_to.store(-1);
       close(c.source);
       c.source = -1;
       continue;
     }
-    if (o.on_output) o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(buf), static_cast<u64>(n)));
-    if (!write_all(c.sink, buf, static_cast<size_t>(n))) {
+    std::string undone;
+    const char* bytes = buf;
+    size_t count = static_cast<size_t>(n);
+    if (c.undo_onlcr) {
+      undone = undo_onlcr(c, buf, count);
+      bytes = undone.data();
+      count = undone.size();
+    }
+    if (o.on_output) o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(bytes), static_cast<u64>(count)));
+    if (!write_all(c.sink, bytes, count)) {
       // Our reader went away (`| head`): stop reading, so the child's next
       // write fails the way it would have written into the closed pipe.
       c.open = false;
+      if (winch_to.load() == c.source) winch_to.store(-1);
       close(c.source);
       c.source = -1;
     }
