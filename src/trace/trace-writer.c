@@ -1,12 +1,12 @@
 /* trace-writer.c — appends the shims' events to <dir>/<pid>.jsonl.
  *
- * Every event opens the file, writes one line and closes it again: the traced
- * program never holds a descriptor of ours, so a program that dup2()s onto
- * low descriptors, closes every descriptor in a child or counts its open
- * files sees exactly what it would see without `mldoctor run`, and a forked
- * or vforked child needs no fix-up of shared state. The cost (open + write +
- * close, a few microseconds) is paid per event, and events are rare: loads,
- * thread-count calls, failures (bench/run-overhead.py measures it).
+ * Every write opens the file, appends complete lines and closes it again:
+ * the traced program never holds a descriptor of ours, so a program that
+ * dup2()s onto low descriptors, closes every descriptor in a child or counts
+ * its open files sees exactly what it would see without `mldoctor run`, and
+ * a forked or vforked child needs no fix-up of shared state. A write is one
+ * event, or the held events of one load bracket (audit.c); its cost is
+ * measured by bench/run-overhead.py.
  */
 #define _GNU_SOURCE
 #include "trace-writer.h"

@@ -2,7 +2,7 @@
  * `mldoctor run` (the rtld-audit module and the LD_PRELOAD interposer).
  *
  * Each traced process appends JSON lines to <MLDOCTOR_TRACE_DIR>/<pid>.jsonl,
- * one write(2) per event on an O_APPEND descriptor, so lines from the two
+ * whole lines per write(2) on an O_APPEND descriptor, so lines from the two
  * shims and from several threads never interleave and every line written
  * before a crash survives it. The shims are C without the C++ runtime, use no
  * thread-local storage (it would take static TLS surplus from the traced
