@@ -144,7 +144,7 @@ static const char* search_flag_name(unsigned int flag) {
  * bracket normally (rollback, then "consistent"), and constructors run after
  * it. Start-up events (before preinit) are written one by one: a missing
  * library there ends the process inside the bracket. A fork child drops
- * what its parent held. */
+ * what its parent held and keeps its own. */
 static char held[65536];
 static size_t held_len;
 static int holding;
@@ -160,6 +160,12 @@ static void loader_event(struct mld_event* e) {
   if (!holding) {
     mld_event_emit(e);
     return;
+  }
+  if (holding_pid != getpid()) {
+    /* Forked while another thread was inside a load: the parent's held
+     * events are the parent's; this process's own start here. */
+    held_len = 0;
+    holding_pid = getpid();
   }
   mld_event_finish(e);
   if (held_len + e->len > sizeof held) flush_held();
