@@ -38,6 +38,13 @@ class ParseError : public std::runtime_error {
   u64 offset_;
 };
 
+// The last component of a path ("libgomp.so.1" of "/lib/x/libgomp.so.1"),
+// the whole string when it has no '/'.
+inline std::string_view base_name(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
 // IoError: a file or directory could not be read (errno text included).
 class IoError : public std::runtime_error {
  public:

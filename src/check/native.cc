@@ -25,7 +25,7 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string basename_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+std::string basename_of(const std::string& p) { return std::string(base_name(p)); }
 
 std::string imports_text(const ImportSimulation& sim) {
   std::vector<std::string> names;

@@ -27,21 +27,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string base(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
+std::string base(const std::string& p) { return std::string(base_name(p)); }
 
-// argv as one printable line: control characters (a `python -c` script's
-// newlines) shown as spaces, at most 120 bytes.
-std::string one_line(const std::vector<std::string>& argv) {
-  std::string cmd;
-  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-  for (char& c : cmd)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  if (cmd.size() > 120) cmd = cmd.substr(0, 117) + "...";
-  return cmd;
-}
 
 std::string signal_text(int sig) {
   const char* name = sigabbrev_np(sig);
@@ -108,7 +95,7 @@ void remove_trace_dir(const std::string& dir) {
 
 void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p, const std::string& indent) {
   std::string cmd;
-  if (!p.images.empty()) cmd = one_line(p.images.back().argv);
+  if (!p.images.empty()) cmd = run::command_line(p.images.back().argv, 120);
   std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
                p.forked_from ? (" (fork of " + std::to_string(*p.forked_from) + ")").c_str() : "",
                p.images.empty() ? "(no start event: forked)" : cmd.c_str());
@@ -268,7 +255,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   lo.trace_dir = trace_dir;
   lo.hang_timeout = opts.hang_timeout;
   lo.kill_on_hang = opts.kill_on_hang;
-  std::optional<std::string> shims = run::find_shim_dir();
+  std::optional<std::string> shims = run::find_shim_dir(host);
   std::vector<Finding> hang_findings;
   lo.on_hang = [&](const run::HangSample& s) {
     std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
@@ -343,7 +330,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   std::vector<const Finding*> all;
   for (const Finding& f : found.findings) all.push_back(&f);
 
-  const std::string cmd = one_line(opts.argv);
+  const std::string cmd = run::command_line(opts.argv, 120);
   if (common.format == OutputFormat::Json) {
     json procs = json::array();
     for (const auto& [pid, p] : trace.processes) procs.push_back(process_json(p));

@@ -95,6 +95,8 @@ FileStat stat_result(int rc, const struct stat& st) {
   out.size = static_cast<u64>(st.st_size);
   out.mtime = static_cast<i64>(st.st_mtim.tv_sec);
   out.uid = static_cast<u32>(st.st_uid);
+  out.gid = static_cast<u32>(st.st_gid);
+  out.mode = static_cast<u32>(st.st_mode);
   out.symlink = S_ISLNK(st.st_mode);
   out.kind = S_ISREG(st.st_mode)   ? FileKind::Regular
              : S_ISDIR(st.st_mode) ? FileKind::Directory

@@ -38,6 +38,8 @@ struct FileStat {
   int error = 0;  // errno when kind is Error or Missing
   i64 mtime = 0;  // seconds since the epoch
   u32 uid = 0;
+  u32 gid = 0;
+  u32 mode = 0;  // st_mode (type and permission bits, setuid/setgid)
   bool symlink = false;  // lstat() only: the entry itself is a symbolic link
 };
 

@@ -55,10 +55,7 @@ std::string openmp_interface(const host::Host* host, const std::string& path) {
 
 namespace {
 
-std::string base(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
+std::string base(const std::string& p) { return std::string(base_name(p)); }
 
 const LoadedObject* find_object(const TracedProcess& p, const std::string& path) {
   for (size_t i = p.objects.size(); i-- > 0;)
@@ -69,12 +66,7 @@ const LoadedObject* find_object(const TracedProcess& p, const std::string& path)
 std::string process_name(const TracedProcess& p) {
   if (p.images.empty()) return "pid " + std::to_string(p.pid);
   const Image& im = p.images.back();
-  std::string cmd;
-  for (size_t i = 0; i < im.argv.size() && i < 4; i++) cmd += (i ? " " : "") + im.argv[i];
-  for (char& c : cmd)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  if (im.argv.size() > 4) cmd += " ...";
-  if (cmd.size() > 80) cmd = cmd.substr(0, 77) + "...";
+  const std::string cmd = command_line(im.argv, 80);
   return "pid " + std::to_string(p.pid) + " (" + (cmd.empty() ? base(im.exe) : cmd) + ")";
 }
 
@@ -207,10 +199,7 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
   try {
     if (!glibc) throw std::runtime_error("glibc release unknown");
     std::string exe = im.exe;
-    std::optional<std::string> bytes = host.read_file(exe, 64);
-    if (!bytes || bytes->size() < 20) throw std::runtime_error("cannot read " + exe);
-    const u16 machine = static_cast<u16>(static_cast<unsigned char>((*bytes)[18]) |
-                                         static_cast<unsigned char>((*bytes)[19]) << 8);
+    const u16 machine = elf::ElfFile::parse(host.open_sparse(exe)).e_machine();
     loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
     // The user's process, and the same process with the audit module (one
     // more namespace: research/glibc-tls-audit.md §3, 16 bytes less room).
@@ -270,6 +259,15 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
 }
 
 }  // namespace
+
+std::string command_line(const std::vector<std::string>& argv, size_t max_bytes) {
+  std::string cmd;
+  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  for (char& c : cmd)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  if (cmd.size() > max_bytes) cmd = cmd.substr(0, max_bytes > 3 ? max_bytes - 3 : 0) + "...";
+  return cmd;
+}
 
 std::string load_chain(const TracedProcess& p, const std::string& path) {
   std::string out;

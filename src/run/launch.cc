@@ -32,8 +32,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cerrno>
-#include <cstring>
 
+#include "elf/elf.h"
 #include "run/run.h"
 
 extern char** environ;
@@ -45,9 +45,9 @@ namespace {
 constexpr const char* kAuditShim = "libmldoctor-audit.so";
 constexpr const char* kPreloadShim = "libmldoctor-preload.so";
 
-bool shims_in(const std::string& dir) {
-  return access((dir + "/" + kAuditShim).c_str(), R_OK) == 0 &&
-         access((dir + "/" + kPreloadShim).c_str(), R_OK) == 0;
+bool shims_in(const host::Host& host, const std::string& dir) {
+  return host.stat(dir + "/" + kAuditShim).kind == host::FileKind::Regular &&
+         host.stat(dir + "/" + kPreloadShim).kind == host::FileKind::Regular;
 }
 
 double now_seconds() {
@@ -100,33 +100,19 @@ std::vector<std::string> untraceable_reasons(const host::Host& host, const std::
   std::optional<std::string> path =
       argv0.find('/') != std::string::npos ? std::optional<std::string>(argv0) : host.find_on_path(argv0);
   if (!path) return out;
-  struct stat st {};
-  if (stat(path->c_str(), &st) != 0) return out;
-  if ((st.st_mode & S_ISUID && st.st_uid != geteuid()) || (st.st_mode & S_ISGID && st.st_gid != getegid()))
+  const host::FileStat st = host.stat(*path);
+  if (st.kind != host::FileKind::Regular) return out;
+  if ((st.mode & S_ISUID && st.uid != geteuid()) || (st.mode & S_ISGID && st.gid != getegid()))
     out.push_back(*path + " is setuid/setgid: ld.so runs it in secure mode and ignores LD_AUDIT and LD_PRELOAD paths");
-  int fd = open(path->c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  unsigned char hdr[64] = {};
-  const ssize_t n = pread(fd, hdr, sizeof hdr, 0);
-  if (n == 64 && std::memcmp(hdr, "\x7f" "ELF", 4) == 0 && hdr[4] == 2 && hdr[5] == 1) {
-    u64 phoff = 0;
-    u16 phentsize = 0, phnum = 0, type = 0;
-    std::memcpy(&type, hdr + 16, 2);
-    std::memcpy(&phoff, hdr + 32, 8);
-    std::memcpy(&phentsize, hdr + 54, 2);
-    std::memcpy(&phnum, hdr + 56, 2);
-    bool interp = false;
-    for (u16 i = 0; i < phnum && phentsize >= 4 && i < 256; i++) {
-      u32 p_type = 0;
-      if (pread(fd, &p_type, 4, static_cast<off_t>(phoff + u64{i} * phentsize)) != 4) break;
-      interp |= p_type == 3;  // PT_INTERP
-    }
-    if (!interp && type == 2)  // ET_EXEC without an interpreter
+  try {
+    const elf::ElfFile elf = elf::ElfFile::parse(host.open_sparse(*path));
+    if (!elf.interp() && elf.e_type() == elf::ET_EXEC)
       out.push_back(*path + " is statically linked: there is no ld.so to load the shims");
-    if (!interp && type == 3 && phnum > 0)  // static-pie
+    if (!elf.interp() && elf.e_type() == elf::ET_DYN && !elf.program_headers().empty())
       out.push_back(*path + " has no program interpreter (static-pie): there is no ld.so to load the shims");
+  } catch (const std::exception&) {
+    // Not ELF (a script) or unreadable: exec decides.
   }
-  close(fd);
   return out;
 }
 
@@ -332,21 +318,16 @@ int pidfd_open_compat(pid_t pid) {
 
 }  // namespace
 
-std::optional<std::string> find_shim_dir() {
-  if (const char* d = getenv("MLDOCTOR_SHIM_DIR"); d && *d) {
-    if (shims_in(d)) return std::string(d);
+std::optional<std::string> find_shim_dir(const host::Host& host) {
+  if (std::optional<std::string> d = host.getenv("MLDOCTOR_SHIM_DIR"); d && !d->empty()) {
+    if (shims_in(host, *d)) return *d;
     return std::nullopt;
   }
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return std::nullopt;
-  std::string exe(buf, static_cast<size_t>(n));
-  const std::string dir = exe.substr(0, exe.rfind('/'));
+  std::optional<std::string> exe = host.read_link("/proc/self/exe");
+  if (!exe) return std::nullopt;
+  const std::string dir = host::dir_name(*exe);
   for (const std::string& c : {dir, dir + "/../lib/mldoctor", dir + "/../lib64/mldoctor"})
-    if (shims_in(c)) {
-      char real[4096];
-      return realpath(c.c_str(), real) ? std::string(real) : c;
-    }
+    if (shims_in(host, c)) return host.real_path(c).value_or(c);
   return std::nullopt;
 }
 
@@ -447,7 +428,7 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
       r.error = "waitpid: " + errno_text(errno);
       break;
     }
-    if (!captured.empty() && pump(captured, o, pidfd >= 0 ? 50 : 50)) {
+    if (!captured.empty() && pump(captured, o, 50)) {
       // Output is copied as it comes; the exit is noticed within 50 ms.
     } else if (pidfd >= 0) {
       pollfd p{pidfd, POLLIN, 0};

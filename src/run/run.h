@@ -161,6 +161,11 @@ loader::OpenMpKind openmp_runtime_kind(const LoadedObject& o);
 // from its ELF version definitions); "" when none or unreadable.
 std::string openmp_interface(const host::Host* host, const std::string& path);
 
+// argv as one printable line: arguments joined by spaces, control
+// characters (a `python -c` script's newlines) shown as spaces, cut to
+// `max_bytes` with "...".
+std::string command_line(const std::vector<std::string>& argv, size_t max_bytes);
+
 // "libgomp.so.1 needed by libtorch_cpu.so.1.13 <- dlopen by python3.11":
 // how an object came in, following requesters to the dlopen or startup.
 std::string load_chain(const TracedProcess& p, const std::string& path);
@@ -247,7 +252,7 @@ struct LaunchResult {
 
 // Where the shims are: $MLDOCTOR_SHIM_DIR, else next to the binary (a build
 // tree), else <prefix>/lib/mldoctor relative to it (an install, relocatable).
-std::optional<std::string> find_shim_dir();
+std::optional<std::string> find_shim_dir(const host::Host& host);
 
 // Runs argv with the shims, forwarding signals sent to mldoctor, and returns
 // when the child has exited. The child inherits stdin/stdout/stderr, the

@@ -157,10 +157,14 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     ps.pid = pid;
     const std::string dir = "/proc/" + std::to_string(pid);
     if (std::optional<std::string> cmd = read_small(host, dir + "/cmdline")) {
-      for (char& c : *cmd)
-        if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // NUL separators, a -c script's newlines
-      ps.command = std::string(trim(*cmd));
-      if (ps.command.size() > 200) ps.command = ps.command.substr(0, 197) + "...";
+      std::vector<std::string> argv;
+      for (size_t i = 0; i < cmd->size();) {
+        size_t end = cmd->find('\0', i);
+        if (end == std::string::npos) end = cmd->size();
+        argv.push_back(cmd->substr(i, end - i));
+        i = end + 1;
+      }
+      ps.command = command_line(argv, 200);
     }
     if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
       for (const std::string& tid : *tasks) {

@@ -67,6 +67,32 @@ with tempfile.TemporaryDirectory() as t:
         doc = json.load(f)
     check_in("were not found", json.dumps(doc["findings"]), "RUN001 says the shims were not found")
 
+    # exec keeps the pid: one process with two images, sh then python.
+    p = run(["--json", "--report", report, "--", "sh", "-c", "exec /usr/bin/python3 -c 'print(5)'"])
+    with open(report) as f:
+        doc = json.load(f)
+    images = [[os.path.basename(i["exe"]) for i in q["images"]] for q in doc["processes"]]
+    check(p.stdout == "5\n" and len(images) == 1 and len(images[0]) == 2 and images[0][0] in ("dash", "sh", "bash")
+          and images[0][1].startswith("python3"), "exec: two images in one process: %r" % images)
+
+    # A setuid program of another user: ld.so's secure mode drops the shims.
+    suid = os.path.join(t, "suid-true")
+    shutil.copy("/bin/true", suid)
+    try:
+        os.chown(suid, 65534, 65534)
+        os.chmod(suid, 0o4755)
+        os.chmod(t, 0o755)
+    except PermissionError:
+        suid = None
+        print("SKIP setuid case: cannot chown (not root)")
+    if suid:
+        p = run(["--json", "--report", report, "--", suid])
+        with open(report) as f:
+            doc = json.load(f)
+        run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
+        check(p.returncode == 0 and run001 and "setuid" in json.dumps(run001),
+              "RUN001 names the setuid program: %d %r" % (p.returncode, run001))
+
     nested_dir = os.path.join(t, "nested")
     p = run(["--trace-dir", nested_dir, "--report", os.devnull, "--", MLDOCTOR, "run", "--report", os.devnull, "--",
              "sh", "-c", "echo $LD_AUDIT"])

@@ -96,6 +96,10 @@ with tempfile.TemporaryDirectory() as d:
             fork = [p for p in procs.values() if p["forked_from"] == lp["pid"] and not p["images"]]
             check(fork and 3 in calls(fork[0]), "the fork worker, forked from the launcher, set 3: %r"
                   % [(p["pid"], calls(p)) for p in fork])
+            if fork:
+                ev = [f for f in lp["forks"] if f["child"] == fork[0]["pid"]]
+                check(ev and ev[0]["threads"] >= 1 and any(o.endswith("libgomp.so.1") for o in ev[0]["openmp"]),
+                      "the launcher's fork event names libgomp, loaded before it forked: %r" % ev)
             spawned = [p for p in procs.values() if p["images"] and p["images"][0]["ppid"] == lp["pid"]]
             argvs = [" ".join(p["images"][0]["argv"]) for p in spawned]
             spawn = [p for p in spawned if "multiprocessing.spawn" in " ".join(p["images"][0]["argv"])]

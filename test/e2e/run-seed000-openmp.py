@@ -52,6 +52,8 @@ if f:
     check_in("needed by libmkl_rt.so.2", text, "libiomp5 came with libmkl_rt.so.2")
     check_in("mklnumpy", text, "... which came with mklnumpy")
     check_in("libtorch_global_deps.so", text, "libgomp came with torch's global deps")
+    gomp = [e["text"] for e in f["evidence"] if "libgomp.so.1" in e["text"]]
+    check(gomp and "(OMP_" in gomp[0], "the runtime's OpenMP interface version from its ELF: %r" % gomp)
 
 # ---- case 2
 copy = os.path.join(d, "lib", "libompcopy.so")

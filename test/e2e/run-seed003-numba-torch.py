@@ -53,4 +53,7 @@ if doc:
     check(numba_calls and numba_calls[0]["before"] == 1 and numba_calls[0]["after"] == 2
           and numba_calls[0]["runtime"].endswith("libgomp.so.1"),
           "the omppool call is recorded with before=1 after=2 into libgomp: %r" % numba_calls)
+    at_exit = [r for p in doc["processes"] for r in p["runtimes_at_exit"] if r["path"].endswith("libgomp.so.1")]
+    check(at_exit and at_exit[0]["threads"] == 2 and at_exit[0]["kind"] == "gnu-openmp",
+          "at exit libgomp's count is numba's 2: %r" % at_exit)
 finish(os.path.basename(__file__))
