@@ -10,6 +10,7 @@ build_pkgs=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   googletest libgtest-dev libgmock-dev
   libvectorscan-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev libdw-dev libbz2-dev liblzma-dev
+  libopenmpi-dev openmpi-bin
 )
 test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev

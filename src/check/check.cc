@@ -180,6 +180,46 @@ struct ScanResult {
 
 }  // namespace
 
+const std::vector<std::string>& stack_library_sonames() {
+  static const std::vector<std::string> names = {
+      "libcuda.so.1",   "libnvidia-ml.so.1", "libcudart.so.12", "libcudart.so.11.0", "libnccl.so.2",
+      "libcudnn.so.9",  "libcudnn.so.8",     "libibverbs.so.1", "libmlx5.so.1",      "librdmacm.so.1",
+      "libgomp.so.1",   "libomp.so.5",       "libstdc++.so.6"};
+  return names;
+}
+
+namespace {
+
+// Each library is opened into a process of its own, so one library's
+// dependencies never answer for another's name.
+std::vector<StackLibrary> find_stack_libraries(const loader::Loader& proto) {
+  std::vector<StackLibrary> out;
+  for (const std::string& soname : stack_library_sonames()) {
+    loader::Loader loader(proto.host(), proto.config());
+    loader::Process process;
+    StackLibrary lib{soname, std::nullopt, std::nullopt};
+    std::string error;
+    std::vector<size_t> added;
+    try {
+      added = loader.dlopen(process, soname, std::nullopt, &error);
+    } catch (const std::exception&) {
+      added.clear();
+    }
+    if (!added.empty() && error.empty()) {
+      lib.path = process.objects[added.front()].path;
+      if (std::optional<std::string> real = proto.host().real_path(*lib.path)) {
+        lib.file = std::string(base_name(*real));
+        host::FileStat st = proto.host().stat(*real);
+        if (st.kind == host::FileKind::Regular) lib.size = st.size;
+      }
+    }
+    out.push_back(std::move(lib));
+  }
+  return out;
+}
+
+}  // namespace
+
 CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   CheckReport r;
   const std::vector<std::string>& imports = options.imports.empty() ? kUsualImports : options.imports;
@@ -227,6 +267,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   std::string program;
   if (r.glibc) {
     loader.emplace(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
+    r.libraries = find_stack_libraries(*loader);
     try {
       program = pyenv::choose_interpreter(host, options.python).path;
       start = loader->load_program(program);
@@ -240,10 +281,14 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   r.python_error = std::move(scanned.error);
 
   if (r.python && r.glibc) {
-    if (r.python->interpreter.path != program || machine_of(r.python->python.machine) != machine) {
+    // The program is what the interpreter says it is (sys.executable): the
+    // path that chose it may be a launcher script (pyenv's and asdf's shims).
+    std::string actual = r.python->python.executable;
+    if (actual.empty() || host.stat(actual).kind != host::FileKind::Regular) actual = r.python->interpreter.path;
+    if (actual != program || machine_of(r.python->python.machine) != machine) {
       // Another interpreter or architecture than guessed: start again.
       machine = machine_of(r.python->python.machine);
-      program = r.python->interpreter.path;
+      program = actual;
       loader.emplace(host, loader::SearchConfig::for_host(host, machine, true, *r.glibc));
       start.reset();
     }

@@ -66,6 +66,22 @@ struct ImportSimulation {
   std::optional<std::string> numba_layer;  // "tbb", "omp", "workqueue"
 };
 
+// One library of the GPU job's native stack as dlopen(soname) would find it
+// on this node (LD_LIBRARY_PATH, ld.so.cache, the system directories):
+// `fleet` and `diff` compare the real file names, which carry the versions
+// (libcuda.so.535.104.05, libnccl.so.2.18.3).
+struct StackLibrary {
+  std::string soname;
+  std::optional<std::string> path;  // as the search found it; nullopt: not found
+  std::optional<std::string> file;  // the file it resolves to after symlinks
+  // Its size: what tells two builds apart when the name carries no version
+  // (pip's and conda's libnccl.so.2).
+  std::optional<u64> size;
+};
+
+// The sonames StackLibrary reports, in report order.
+const std::vector<std::string>& stack_library_sonames();
+
 struct CheckReport {
   hostfacts::Facts facts;
   std::optional<loader::GlibcVersion> glibc;
@@ -76,6 +92,7 @@ struct CheckReport {
   std::optional<u32> physical_cores;         // torch's default intra-op thread count
   jit::JitReport jit;                        // extension build caches and toolchain
   gpu::GpuFacts gpu;                         // GPUs, HCAs, interfaces, PCI topology
+  std::vector<StackLibrary> libraries;       // empty when the C library's release is unknown
   std::vector<Finding> findings;             // sorted: errors first, then by rule
 };
 

@@ -195,6 +195,8 @@ void complete(std::vector<Finding>& findings, const rules::RuleSet& rules) {
   for (Finding& f : findings) rules::complete_from_rule(f, rules);
 }
 
+}  // namespace
+
 // The check with its findings completed from the rules; nullopt when the
 // user's rules are unusable (already reported).
 std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
@@ -226,7 +228,28 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
   return r;
 }
 
-}  // namespace
+
+nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& host) {
+  Header header = make_header(r, host);
+  json findings = json::array();
+  for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
+  json host_j, env_j;
+  hostfacts::to_json(host_j, r.facts.host);
+  hostfacts::to_json(env_j, r.facts.env);
+  host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
+  host_j["gpu"] = r.gpu;
+  json py = python_json(r);
+  if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
+  json libs = json::array();
+  for (const check::StackLibrary& l : r.libraries)
+    libs.push_back({{"soname", l.soname},
+                    {"path", l.path ? json(*l.path) : json(nullptr)},
+                    {"file", l.file ? json(*l.file) : json(nullptr)},
+                    {"size", l.size ? json(*l.size) : json(nullptr)}});
+  return {{"schema", "mldoctor.check/1"}, {"version", MLD_VERSION},      {"host", host_j},
+          {"environment", env_j},         {"python", py},                {"imports", imports_json(r)},
+          {"libraries", libs},            {"findings", findings}};
+}
 
 int run_check(const CommonOptions& common, const CheckOptions& opts) {
   host::Host host = analysed_host(common);
@@ -239,19 +262,7 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
   std::FILE* out = stdout;
 
   if (common.format == OutputFormat::Json) {
-    json findings = json::array();
-    for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
-    json host_j, env_j;
-    hostfacts::to_json(host_j, r.facts.host);
-    hostfacts::to_json(env_j, r.facts.env);
-    host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
-    host_j["gpu"] = r.gpu;
-    json py = python_json(r);
-    if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
-    json doc = {{"schema", "mldoctor.check/1"}, {"version", MLD_VERSION}, {"host", host_j},
-                {"environment", env_j},         {"python", py},           {"imports", imports_json(r)},
-                {"findings", findings}};
-    std::fprintf(out, "%s\n", doc.dump(2).c_str());
+    std::fprintf(out, "%s\n", check_report_json(r, host).dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {
     std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
     for (const auto& [k, v] : header.rows) std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "check/check.h"
 #include "findings/findings.h"
 #include "host/host.h"
 #include "logs/logs.h"
@@ -56,6 +59,20 @@ struct CheckOptions {
 };
 
 int run_check(const CommonOptions& common, const CheckOptions& opts);
+// The check of `host` with its findings completed from the rules; nullopt
+// when the user's rules are unusable (already reported). `fleet` runs it in
+// every rank.
+std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
+                                                 const host::Host& host);
+// The `mldoctor.check/1` document of `check --json` (docs/json-schema.md),
+// which `fleet` and `diff` compare.
+nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& host);
+
+// `mldoctor fleet` in one rank of an MPI job (argc/argv go to MPI_Init);
+// rank 0 prints the comparison.
+int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, char*** argv);
+// `mldoctor diff REPORT...`.
+int run_diff(const CommonOptions& common, const std::vector<std::string>& paths);
 
 struct JitCliOptions {
   std::vector<std::string> paths;     // --path

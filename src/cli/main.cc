@@ -134,6 +134,16 @@ int main(int argc, char** argv) {
   run_cmd->add_option("command", run_opts.argv, "the command and its arguments, after --");
   add_common(run_cmd);
 
+  CLI::App* fleet_cmd = app.add_subcommand(
+      "fleet", "every rank of an MPI job runs check; rank 0 reports what differs between nodes and ranks "
+               "(mpirun -np N mldoctor fleet, srun mldoctor fleet)");
+  add_check_options(fleet_cmd);
+  std::vector<std::string> diff_paths;
+  CLI::App* diff_cmd = app.add_subcommand(
+      "diff", "compare reports saved by `mldoctor check --json` on several machines: what differs, and where");
+  diff_cmd->add_option("REPORT", diff_paths, "two or more check --json reports")->required();
+  add_common(diff_cmd);
+
   CLI::App* rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   add_common(rules_cmd);
   std::string explain_id;
@@ -186,6 +196,8 @@ int main(int argc, char** argv) {
     }
     if (*check_cmd) return run_check(common, check);
     if (*fix_cmd) return run_fix(common, check, shell);
+    if (*fleet_cmd) return run_fleet(common, check, &argc, &argv);
+    if (*diff_cmd) return run_diff(common, diff_paths);
     if (*libs_cmd) return run_libs(common, libs);
     if (*logs_cmd) return run_logs(common, logs);
     if (*rules_cmd) return run_rules(common);

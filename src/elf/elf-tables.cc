@@ -112,8 +112,10 @@ u64 sysv_hash_count(const ElfFile& f, u64 hash) {
 // symoffset on, so walk the chain of the highest bucket to its end marker
 // (bit 0 set); that symbol is the last one (as glibc's dl-lookup and readelf
 // do). The walk moves forward one 4-byte entry per step and stops at the end
-// of the file, so it cannot loop.
-u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash) {
+// of the file, so it cannot loop. With no hashed symbol at all the table says
+// nothing about the count (Open MPI's libmpi_usempif08 has symoffset 1 and
+// four undefined symbols after it): 0, and *floor gets symoffset.
+u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash, u64* floor) {
   const detail::Reader r = table_from(f, gnu_hash, "DT_GNU_HASH");
   const detail::Reader& fr = r;
   if (!r.contains(0, 16)) fail(r.base_offset(), "DT_GNU_HASH table header out of bounds");
@@ -129,7 +131,10 @@ u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash) {
   r.prefetch(buckets, nbuckets * 4);
   u64 max_bucket = 0;
   for (u64 i = 0; i < nbuckets; i++) max_bucket = std::max<u64>(max_bucket, r.word(buckets + 4 * i));
-  if (max_bucket == 0) return symoffset;  // no hashed symbols
+  if (max_bucket == 0) {  // no hashed symbols
+    *floor = symoffset;
+    return 0;
+  }
   if (max_bucket < symoffset) {
     fail(r.base_offset(), "DT_GNU_HASH bucket value %llu is below symoffset %llu",
          ull(max_bucket), ull(symoffset));
@@ -385,13 +390,14 @@ bool ElfFile::dynsym_table(DynsymTable* t) const {
   detail::StringTable strtab{src_.get(), dynstr_off_, dynstr_size_};
   u64 entsize = natural;
   std::optional<u64> count;
+  u64 floor = 0;  // an empty DT_GNU_HASH's symoffset, when nothing better is known
   if (symtab_) {
     syms = table_from(*this, symtab_, "DT_SYMTAB");
     if (syment_) entsize = syment_;
     if (hash_) {
       count = sysv_hash_count(*this, hash_);
     } else if (gnu_hash_) {
-      count = gnu_hash_count(*this, gnu_hash_);
+      if (u64 n = gnu_hash_count(*this, gnu_hash_, &floor)) count = n;
     }
   }
   if (!count) {
@@ -411,6 +417,7 @@ bool ElfFile::dynsym_table(DynsymTable* t) const {
       break;
     }
   }
+  if (!count && floor) count = floor;
   if (!count || *count == 0) return false;
   if (entsize < natural) {
     fail(syms.base_offset(), "dynamic symbol entry size %llu is smaller than %llu", ull(entsize),

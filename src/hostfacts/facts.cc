@@ -195,6 +195,8 @@ void to_json(json& j, const HostFacts& f) {
         {"source", f.shm.source}}},
       {"limits", {{"memlock", limit(f.limits.memlock)}, {"nofile", limit(f.limits.nofile)}, {"nproc", limit(f.limits.nproc)}}},
       {"kernel_release", opt(f.kernel_release)},
+      {"hostname", opt(f.hostname)},
+      {"boot_id", opt(f.boot_id)},
       {"glibc_version", opt(f.glibc_version)},
       {"container", {{"detected", f.container.detected}, {"kind", f.container.kind}, {"markers", f.container.markers}}},
       {"ranks_per_node",

@@ -348,6 +348,12 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
     std::string_view t = trim(*rel);
     if (!t.empty()) f.kernel_release = std::string(t);
   }
+  for (auto [file, field] : {std::pair{"/proc/sys/kernel/hostname", &f.hostname},
+                              std::pair{"/proc/sys/kernel/random/boot_id", &f.boot_id}})
+    if (std::optional<std::string> text = host.read_file(file, 4096)) {
+      std::string_view t = trim(*text);
+      if (!t.empty()) *field = std::string(t);
+    }
   f.container = collect_container(host);
   f.ranks_per_node = collect_ranks_per_node(host, options);
   if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband")) f.rdma_devices = *ib;

@@ -130,6 +130,11 @@ struct HostFacts {
   ShmFacts shm;
   Limits limits;
   std::optional<std::string> kernel_release;  // /proc/sys/kernel/osrelease
+  // The node's identity for `fleet` and `diff`: the UTS hostname and the
+  // kernel's boot id (one per boot of one machine: ranks in containers on
+  // one host share it, two machines never do).
+  std::optional<std::string> hostname;  // /proc/sys/kernel/hostname
+  std::optional<std::string> boot_id;   // /proc/sys/kernel/random/boot_id
   // Not read here (hostfacts does not link the loader): the caller fills it
   // from loader::detect_glibc_version so the JSON carries it.
   std::optional<std::string> glibc_version;

@@ -928,7 +928,11 @@ std::vector<size_t> Loader::dlopen(Process& process, const std::string& name,
                                    std::optional<size_t> caller, std::string* error) {
   size_t before = process.objects.size();
   Mapper m(*impl_, config_, process);
-  Resolution r = m.map_object(name, std::nullopt, caller ? caller : std::optional<size_t>(0), 0);
+  // Without a caller the main program's RPATH applies, as for a dlopen from
+  // it; a process without objects yet has none.
+  std::optional<size_t> from = caller;
+  if (!from && !process.objects.empty()) from = 0;
+  Resolution r = m.map_object(name, std::nullopt, from, 0);
   std::vector<size_t> added;
   if (!m.fatal_.empty()) {
     if (error) *error = m.fatal_;
