@@ -37,6 +37,20 @@ std::string to_hex(ByteView bytes) {
   return out;
 }
 
+std::string format_ranges(std::vector<u32> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  std::string out;
+  for (size_t i = 0; i < values.size();) {
+    size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] == values[j] + 1) j++;
+    out += (out.empty() ? "" : ",") + std::to_string(values[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(values[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string repair_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());

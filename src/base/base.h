@@ -45,6 +45,10 @@ inline std::string_view base_name(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
+// Integers as ranges, sorted and without repeats: "0-3,5,7"; two neighbours
+// stay a list ("4,5"). Ranks of a finding, ranks of a node.
+std::string format_ranges(std::vector<u32> values);
+
 // IoError: a file or directory could not be read (errno text included).
 class IoError : public std::runtime_error {
  public:

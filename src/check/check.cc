@@ -191,11 +191,11 @@ const std::vector<std::string>& stack_library_sonames() {
 namespace {
 
 // Each library is opened into a process of its own, so one library's
-// dependencies never answer for another's name.
-std::vector<StackLibrary> find_stack_libraries(const loader::Loader& proto) {
+// dependencies never answer for another's name; the loader (and the files
+// it has read) is shared.
+std::vector<StackLibrary> find_stack_libraries(loader::Loader& loader) {
   std::vector<StackLibrary> out;
   for (const std::string& soname : stack_library_sonames()) {
-    loader::Loader loader(proto.host(), proto.config());
     loader::Process process;
     StackLibrary lib{soname, std::nullopt, std::nullopt};
     std::string error;
@@ -207,9 +207,9 @@ std::vector<StackLibrary> find_stack_libraries(const loader::Loader& proto) {
     }
     if (!added.empty() && error.empty()) {
       lib.path = process.objects[added.front()].path;
-      if (std::optional<std::string> real = proto.host().real_path(*lib.path)) {
+      if (std::optional<std::string> real = loader.host().real_path(*lib.path)) {
         lib.file = std::string(base_name(*real));
-        host::FileStat st = proto.host().stat(*real);
+        host::FileStat st = loader.host().stat(*real);
         if (st.kind == host::FileKind::Regular) lib.size = st.size;
       }
     }

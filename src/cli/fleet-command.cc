@@ -8,7 +8,6 @@
 // fleet: the binary links no MPI and every other command starts without it.
 #include <dlfcn.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -176,7 +175,7 @@ void print_text(std::FILE* out, const fleet::Comparison& c, const fleet::Observa
     for (size_t m : n.members)
       if (obs.members[m].rank) ranks.push_back(*obs.members[m].rank);
     if (ranks.size() == n.members.size()) {
-      who = fleet::format_ranges(ranks);
+      who = format_ranges(ranks);
     } else {
       for (size_t m : n.members) who += (who.empty() ? "" : ", ") + obs.members[m].label;
     }
@@ -286,28 +285,13 @@ double wall_clock() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// The plugin next to the binary (a build tree) or in <prefix>/lib/mldoctor.
+// The plugin where the shims of `run` are (host::companion_dirs).
 std::string find_mpi_plugin(std::string* tried) {
-  const char* name = "libmldoctor-mpi.so";
-  std::vector<std::string> dirs;
-  // As for the shims of `run`: a set MLDOCTOR_SHIM_DIR is the only place.
-  if (const char* d = std::getenv("MLDOCTOR_SHIM_DIR"); d && *d) {
-    std::string p = std::string(d) + "/" + name;
-    *tried = p;
-    return access(p.c_str(), R_OK) == 0 ? p : std::string();
-  }
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    std::string dir(exe);
-    dir.resize(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
-    for (const std::string& c : {dir, dir + "/../lib/mldoctor", dir + "/../lib64/mldoctor"}) dirs.push_back(c);
-  }
-  for (const std::string& d : dirs) {
-    std::string p = d + "/" + name;
+  const host::Host live = host::Host::live();
+  for (const std::string& d : host::companion_dirs(live)) {
+    std::string p = host::join_path(d, "libmldoctor-mpi.so");
     *tried += (tried->empty() ? "" : ", ") + p;
-    if (access(p.c_str(), R_OK) == 0) return p;
+    if (live.stat(p).kind == host::FileKind::Regular) return live.real_path(p).value_or(p);
   }
   return {};
 }

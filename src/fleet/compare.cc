@@ -5,7 +5,7 @@
 // groups are described by node (a node's ranks count once); process-level
 // groups name ranks where only some of a node's ranks differ.
 #include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <set>
 #include <stdexcept>
@@ -13,20 +13,6 @@
 #include "fleet/fleet.h"
 
 namespace mld::fleet {
-
-std::string format_ranges(std::vector<u32> values) {
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  std::string out;
-  for (size_t i = 0; i < values.size();) {
-    size_t j = i;
-    while (j + 1 < values.size() && values[j + 1] == values[j] + 1) j++;
-    out += (out.empty() ? "" : ",") + std::to_string(values[i]);
-    if (j > i) out += "-" + std::to_string(values[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 namespace {
 

@@ -113,11 +113,11 @@ bool rank_identity_variable(std::string_view name) {
 // Interfaces that exist per container or per bridge and say nothing about
 // the node's fabric (NCCL itself skips lo and docker*).
 bool incidental_interface(std::string_view name) {
-  static constexpr std::string_view prefixes[] = {"lo", "docker", "veth", "br-", "virbr", "cali", "flannel",
-                                                  "cni", "tunl", "vxlan", "ifb"};
+  static constexpr std::string_view prefixes[] = {"docker", "veth", "br-", "virbr", "cali", "flannel",
+                                                  "cni",    "tunl", "vxlan", "ifb"};
   if (name == "lo") return true;
   for (std::string_view p : prefixes)
-    if (p != "lo" && name.starts_with(p)) return true;
+    if (name.starts_with(p)) return true;
   return false;
 }
 

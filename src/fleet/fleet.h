@@ -152,8 +152,6 @@ std::string describe_members(const Comparison& c, const Observations& obs, const
                              size_t limit = 8);
 // Slurm-style host list: "gpu[001-004,009],login1".
 std::string compress_host_list(std::vector<std::string> names);
-// "0-3,7": a sorted list of integers as ranges.
-std::string format_ranges(std::vector<u32> values);
 
 // ─── protocol.cc: digests first, details for what differs ───────────────────
 //

@@ -457,6 +457,14 @@ std::string join_path(std::string_view dir, std::string_view name) {
   return out;
 }
 
+std::vector<std::string> companion_dirs(const Host& host) {
+  if (std::optional<std::string> d = host.getenv("MLDOCTOR_SHIM_DIR"); d && !d->empty()) return {*d};
+  std::optional<std::string> exe = host.read_link("/proc/self/exe");
+  if (!exe) return {};
+  const std::string dir = dir_name(*exe);
+  return {dir, dir + "/../lib/mldoctor", dir + "/../lib64/mldoctor"};
+}
+
 std::string dir_name(std::string_view path) {
   size_t slash = path.rfind('/');
   if (slash == std::string_view::npos) return ".";

@@ -155,6 +155,13 @@ class Host {
   std::shared_ptr<AccessLog> log_;
 };
 
+// Where mldoctor's companion objects (the shims of `run`, the MPI plugin of
+// `fleet`) may be, best first, read on `host` (the live machine):
+// $MLDOCTOR_SHIM_DIR alone when set, else the binary's own directory (a build
+// tree), then <prefix>/lib/mldoctor and <prefix>/lib64/mldoctor relative to
+// it (an install, relocatable). Empty when neither is known.
+std::vector<std::string> companion_dirs(const Host& host);
+
 // Joins a directory and a name with exactly one '/'.
 std::string join_path(std::string_view dir, std::string_view name);
 // Directory part of a path as glibc computes l_origin: everything before the

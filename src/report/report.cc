@@ -24,20 +24,6 @@ Colours colours_for(Severity s, const Style& style) {
   return {on, "\033[2m", "\033[1m", "\033[0m"};
 }
 
-// "0-3,5,7" from sorted ranks.
-std::string rank_ranges(const std::vector<u32>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) j++;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string occurrences_text(const Finding& f) {
   if (f.count <= 1 && f.ranks.size() <= 1) return {};
   std::string out;
@@ -51,7 +37,7 @@ std::string occurrences_text(const Finding& f) {
         }
     }
   }
-  if (f.ranks.size() > 1) out += (out.empty() ? "" : ", ") + std::string("ranks ") + rank_ranges(f.ranks);
+  if (f.ranks.size() > 1) out += (out.empty() ? "" : ", ") + std::string("ranks ") + format_ranges(f.ranks);
   return out;
 }
 

@@ -319,14 +319,7 @@ int pidfd_open_compat(pid_t pid) {
 }  // namespace
 
 std::optional<std::string> find_shim_dir(const host::Host& host) {
-  if (std::optional<std::string> d = host.getenv("MLDOCTOR_SHIM_DIR"); d && !d->empty()) {
-    if (shims_in(host, *d)) return *d;
-    return std::nullopt;
-  }
-  std::optional<std::string> exe = host.read_link("/proc/self/exe");
-  if (!exe) return std::nullopt;
-  const std::string dir = host::dir_name(*exe);
-  for (const std::string& c : {dir, dir + "/../lib/mldoctor", dir + "/../lib64/mldoctor"})
+  for (const std::string& c : host::companion_dirs(host))
     if (shims_in(host, c)) return host.real_path(c).value_or(c);
   return std::nullopt;
 }

@@ -5,7 +5,12 @@ CUDA001 (two majors of one CUDA library), MKL001 as an error under
 MKL_THREADING_LAYER=INTEL and as a warning when MKL loads before libgomp,
 TLS001's GLIBC_TUNABLES merged into the user's and checked by the real
 imports, ENV findings turned into `fix` output for bash and
-fish (including an unset), --markdown, and an unusable --python (exit 2)."""
+fish (including an unset), --markdown, and an unusable --python (exit 2).
+Also the facts fleet and diff compare: the GPU stack's libraries against a
+real dlopen() of each soname (its fixture libnccl.so.2 on LD_LIBRARY_PATH,
+a name that does not exist), the node identity against the kernel's, and an
+interpreter reached through a launcher script (pyenv's shims) simulated as
+its sys.executable, not as the script."""
 import json
 import os
 import shutil
@@ -130,12 +135,80 @@ def markdown_and_errors(t):
     check_in("no-such-python", p.stderr, "the error names the interpreter")
 
 
+def stack_libraries_and_identity(t):
+    # A fixture libnccl.so.2 (a versioned file behind the soname link) first on
+    # LD_LIBRARY_PATH; the oracle is the real dlopen() in a child process.
+    lib = os.path.join(t, "nccl")
+    os.makedirs(lib)
+    build_so(os.path.join(lib, "libnccl.so.2.99.1"), "int nccl_fixture(void) { return 2; }\n", soname="libnccl.so.2")
+    os.symlink("libnccl.so.2.99.1", os.path.join(lib, "libnccl.so.2"))
+    env = scenario_env(LD_LIBRARY_PATH=lib)
+    doc, _ = run_check("--import", "numpy", env=env)
+    if not doc:
+        return
+    libs = {entry["soname"]: entry for entry in doc["libraries"]}
+    check("libnccl.so.2" in libs and "libcudart.so.11.0" in libs, "check lists the stack's sonames: %s" % sorted(libs))
+    probe = r"""
+import ctypes, json, os, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        out[name] = None
+        continue
+    base = name.split(".so")[0] + ".so"
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if os.path.basename(path).startswith(base):
+            out[name] = os.path.realpath(path)
+            break
+print(json.dumps(out))
+"""
+    names = [n for n, e in libs.items() if e["path"] is None or n in ("libnccl.so.2", "libgomp.so.1", "libstdc++.so.6")]
+    p = subprocess.run([PY, "-c", probe] + names, env=env, capture_output=True, text=True, timeout=120)
+    real = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(real, "the dlopen oracle ran: %s" % p.stderr)
+    for name in names:
+        if name not in real:
+            continue
+        got = libs[name]["path"]
+        got_real = os.path.realpath(got) if got else None
+        check(got_real == real[name], "%s: check says %s, dlopen() loads %s" % (name, got_real, real[name]))
+        if got:
+            check(libs[name]["file"] == os.path.basename(real[name]) and libs[name]["size"] == os.path.getsize(real[name]),
+                  "%s: file and size of what dlopen loads: %s" % (name, libs[name]))
+    check(libs["libnccl.so.2"]["file"] == "libnccl.so.2.99.1", "the fixture NCCL is the one found: %s" % libs["libnccl.so.2"])
+    check(doc["host"]["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip(), "the node's boot id")
+    check(doc["host"]["hostname"] == open("/proc/sys/kernel/hostname").read().strip(), "the node's hostname")
+
+
+def launcher_script_interpreter(t):
+    # `python3` on PATH is a shell script that execs the real interpreter, as
+    # pyenv's and asdf's shims are: the import set is simulated for what runs.
+    bindir = os.path.join(t, "shims")
+    os.makedirs(bindir)
+    shim = os.path.join(bindir, "python3")
+    with open(shim, "w") as f:
+        f.write('#!/bin/sh\nexec %s "$@"\n' % PY)
+    os.chmod(shim, 0o755)
+    env = scenario_env()
+    env["PATH"] = bindir + ":" + env.get("PATH", "/usr/bin:/bin")
+    p = run(["check", "--json", "--import", "numpy"], env)
+    doc = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+    check(doc.get("python", {}).get("interpreter") == shim, "the script is what PATH chose: %s" % doc.get("python"))
+    check(doc.get("imports", {}).get("program") == PY, "the simulated program is sys.executable: %s"
+          % doc.get("imports", {}).get("program"))
+    check(not [f for f in doc.get("findings", []) if f["rule"] == "LD005"],
+          "no 'invalid ELF header' for the script: %s" % [f["message"] for f in doc.get("findings", [])])
+
+
 def main():
     skip_unless("torch", tools=("patchelf", "/usr/lib/x86_64-linux-gnu/libomp.so.5"))
     t = scratch()
     try:
         for step in (two_cuda_majors, mkl_layer_intel, mkl_before_gnu, tls_fix_merges_and_works, fix_output,
-                     markdown_and_errors):
+                     markdown_and_errors, stack_libraries_and_identity, launcher_script_interpreter):
             d = os.path.join(t, step.__name__)
             os.makedirs(d)
             step(d)

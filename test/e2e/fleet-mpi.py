@@ -8,8 +8,9 @@ and an MPMD launch gives the groups different environments:
   node-b  ranks 3-5   driver 550.54.15
   node-c  ranks 6-7   HCA mlx5_1 port 1 DOWN, NCCL_IB_HCA=mlx5_0
 The report must name exactly these differences and node groups, count node
-facts once per node, and fetch details only for what differs. Also: fleet
-without its MPI plugin says how to get it (exit 2).
+facts once per node, and fetch details only for what differs. Also: one
+rank's error aborts the job instead of hanging it, and fleet without its MPI
+plugin says how to get it (exit 2).
 """
 import json
 import os
@@ -123,10 +124,22 @@ with tempfile.TemporaryDirectory() as t:
     check_in("  node-b           3-5", out, "node table")
     check_in("Nodes differ in NVIDIA driver: driver is 535.104.05 on node-a, node-c; 550.54.15 on node-b  FLEET001",
              out, "driver difference in text")
-    check_in("NCCL_IB_HCA is mlx5 on node-b, node-a (ranks 0-1); mlx5_0 on node-c, node-a (rank 2)", out,
+    check_in("NCCL_IB_HCA is mlx5 on node-b, node-a (ranks 0,1); mlx5_0 on node-c, node-a (rank 2)", out,
              "a per-process difference names ranks where a node is split")
     check_in("Findings of check on each node:", out, "node findings section")
     check(out.count("mldoctor fleet ·") == 1, "only rank 0 prints")
+
+    # One rank's tool error (a bad --glibc) while the others wait in the
+    # gather: the job is aborted with the rank's message, never left hanging.
+    cmd = ["mpirun", "--oversubscribe", "-np", "3", MLDOCTOR, "fleet", "--root", a, ":",
+           "-np", "1", MLDOCTOR, "fleet", "--root", a, "--glibc", "bogus"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        check(p.returncode != 0 and "mldoctor: error: fleet (rank 3): --glibc bogus: expected a release like 2.36"
+              in p.stderr and "mldoctor fleet ·" not in p.stdout,
+              "a failing rank aborts the job with its message: rc=%d\n%s" % (p.returncode, p.stderr[-2000:]))
+    except subprocess.TimeoutExpired:
+        check(False, "a failing rank left the job hanging")
 
     # Without the plugin: a clear message, exit 2, nothing else.
     e = dict(env, MLDOCTOR_SHIM_DIR=t)

@@ -417,6 +417,24 @@ TEST(SyntheticElf, JmprelInsideRelaIsCountedOnce) {
   EXPECT_EQ(f.tls_relocations().size(), 2u);
 }
 
+// A DT_GNU_HASH that hashes no symbol says nothing about how many .dynsym
+// holds (Open MPI's libmpi_usempif08-gfortran.so.40: symoffset 1, four
+// undefined symbols): the section header decides, symoffset only without one.
+TEST(SyntheticElf, EmptyGnuHashLeavesTheCountToTheSectionHeader) {
+  ElfSpec s = full_spec(true, false, EM_X86_64);
+  s.hash = ElfSpec::Hash::Gnu;
+  ElfLayout L;
+  std::vector<u8> b = build_elf(s, &L);
+  const size_t symbols = s.dynsym.size() + 1;
+  ASSERT_GT(symbols, 2u);
+  mld::test::put_u32(b, L.gnu_hash + 16 + 8, 0, false);  // the one bucket: empty
+  EXPECT_EQ(ElfFile::parse(view(b)).dynamic_symbols().size(), symbols);
+  s.section_headers = false;
+  b = build_elf(s, &L);
+  mld::test::put_u32(b, L.gnu_hash + 16 + 8, 0, false);
+  EXPECT_EQ(ElfFile::parse(view(b)).dynamic_symbols().size(), 1u);  // symoffset
+}
+
 TEST(ElfBasics, MagicAndMachineNames) {
   EXPECT_TRUE(has_elf_magic(ByteView(std::string_view("\x7f" "ELF\x02", 5))));
   EXPECT_FALSE(has_elf_magic(ByteView(std::string_view("\x7f" "EL", 3))));

@@ -91,6 +91,7 @@ TEST(FleetCompare, HostListsAndRanges) {
   EXPECT_EQ(compress_host_list({"node-a", "node-c"}), "node-a, node-c");
   EXPECT_EQ(compress_host_list({"n9", "n10"}), "n9, n10");  // different widths stay apart
   EXPECT_EQ(format_ranges({7, 0, 1, 2, 3, 5}), "0-3,5,7");
+  EXPECT_EQ(format_ranges({4, 5, 5}), "4,5");
   EXPECT_EQ(format_ranges({}), "");
 }
 
@@ -228,6 +229,24 @@ TEST(FleetClock, ShortestRoundTripWins) {
   ASSERT_TRUE(clock_offset(s).has_value());
   EXPECT_NEAR(*clock_offset(s), 10.0, 1e-9);
   EXPECT_FALSE(clock_offset({}).has_value());
+}
+
+TEST(FleetClock, OffsetBeyondASecondIsAFinding) {
+  std::vector<MemberFacts> facts = {facts_from_check(check_doc("gpu001", "535")), facts_from_check(check_doc("gpu002", "535"))};
+  Exchange r = drive(facts);
+  r.obs.clock_offset = {0.0, 2.5};
+  Comparison c = compare(r.obs);
+  ASSERT_TRUE(c.max_clock_offset.has_value());
+  EXPECT_DOUBLE_EQ(*c.max_clock_offset, 2.5);
+  ASSERT_EQ(c.findings.size(), 1u);
+  EXPECT_EQ(c.findings[0].rule, "FLEET006");
+  EXPECT_EQ(c.findings[0].message, "The nodes' clocks are 2.500 s apart");
+  ASSERT_EQ(c.findings[0].evidence.size(), 2u);
+  EXPECT_EQ(c.findings[0].evidence[1].text, "gpu002: +2.500 s from gpu001");
+  r.obs.clock_offset = {0.0, -0.004};
+  c = compare(r.obs);
+  EXPECT_TRUE(c.findings.empty());
+  EXPECT_DOUBLE_EQ(*c.max_clock_offset, 0.004);
 }
 
 }  // namespace
