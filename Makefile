@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast fuzz bench rules-doc clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz bench rules-doc guide clean
 
 all: build
 
@@ -24,6 +24,14 @@ doctor: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Every test again in a build with ASan, UBSan and LeakSanitizer
+# (build-sanitize/); fails on any sanitizer report (scripts/test-sanitize.sh).
+SANITIZE_BUILD ?= build-sanitize
+test-sanitize: deps
+	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DMLD_SANITIZE=ON >/dev/null
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	@scripts/test-sanitize.sh $(SANITIZE_BUILD)
+
 # Everything but the scenario tests labelled "slow".
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
@@ -38,6 +46,11 @@ bench: build
 # docs/rules.md is generated from rules/*.toml (a test checks it is current).
 rules-doc: build
 	@$(BUILD)/mldoctor rules --markdown > docs/rules.md
+
+# docs/guide.md's outputs, rewritten from real runs of their golden cases
+# (a test checks they are current).
+guide: build
+	@$(PYTHON) scripts/update-guide.py $(BUILD)/mldoctor
 
 clean:
 	rm -rf $(BUILD) build-fuzz

@@ -11,12 +11,14 @@ build_pkgs=(
   googletest libgtest-dev libgmock-dev
   libvectorscan-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev libdw-dev libbz2-dev liblzma-dev
   libopenmpi-dev openmpi-bin
+  dpkg-dev file gzip
 )
 test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 libclang-rt-14-dev lld-14 util-linux
   python3-torch python3-numba python3-opencv python3-numpy
   libtorch-dev pybind11-dev python3-dev
+  groff-base zsh fish
 )
 
 pkgs=("${build_pkgs[@]}")

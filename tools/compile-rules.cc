@@ -14,20 +14,11 @@
 
 #include "logs/logs.h"
 #include "rules/rules.h"
+#include "tool-output.h"
 
 namespace {
 
-bool write_if_changed(const std::string& path, const std::string& content) {
-  std::ifstream in(path, std::ios::binary);
-  if (in) {
-    std::stringstream old;
-    old << in.rdbuf();
-    if (old.str() == content) return true;
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
-  return static_cast<bool>(out);
-}
+using mld::tools::write_if_changed;
 
 unsigned long long fnv1a(const std::string& bytes) {
   unsigned long long h = 14695981039346656037ull;

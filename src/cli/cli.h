@@ -71,6 +71,10 @@ nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& 
 // `mldoctor fleet` in one rank of an MPI job (argc/argv go to MPI_Init);
 // rank 0 prints the comparison.
 int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, char*** argv);
+// The MPI plugin fleet loads, where the shims of `run` are
+// (host::companion_dirs); empty when absent, with the paths tried appended
+// to *tried.
+std::string find_mpi_plugin(std::string* tried);
 // `mldoctor diff REPORT...`.
 int run_diff(const CommonOptions& common, const std::vector<std::string>& paths);
 

@@ -341,6 +341,9 @@ std::vector<VersionProblem> check_versions(const Process& process);
 // The line ld.so prints for it: "<provider>: version `X' not found
 // (required by <requirer>)".
 std::string version_problem_text(const Process& process, const VersionProblem& p);
+// The oldest glibc that satisfies every GLIBC_x.y version `object` needs
+// (from any file: libc.so.6, libm.so.6...); nullopt when it needs none.
+std::optional<GlibcVersion> oldest_glibc_needed(const elf::ElfFile& object);
 
 // ─── hazards.cc ─────────────────────────────────────────────────────────────
 // Loader hazards as findings: LD001 missing library, LD002 unmet symbol

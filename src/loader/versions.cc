@@ -111,4 +111,16 @@ std::string version_problem_text(const Process& p, const VersionProblem& vp) {
   return "";
 }
 
+std::optional<GlibcVersion> oldest_glibc_needed(const elf::ElfFile& object) {
+  std::optional<GlibcVersion> oldest;
+  for (const elf::VersionNeed& need : object.version_needs())
+    for (const elf::VersionNeedEntry& e : need.entries) {
+      // GLIBC_2.34, never GLIBC_PRIVATE or GLIBC_ABI_DT_RELR (not releases).
+      if (!e.name.starts_with("GLIBC_")) continue;
+      std::optional<GlibcVersion> v = parse_glibc_version(e.name.substr(6));
+      if (v && (!oldest || *v > *oldest)) oldest = v;
+    }
+  return oldest;
+}
+
 }  // namespace mld::loader

@@ -202,6 +202,8 @@ struct HangSample {
 // Native stacks of every thread of `pid` (libdw; threads stop while they
 // are unwound). Empty with *error set when they cannot be taken.
 std::map<long, std::vector<std::string>> native_stacks(long pid, std::string* error);
+// Whether this build has libdw (else native_stacks always says why not).
+bool native_stacks_available();
 
 // The pids of `root` and its descendants (via /proc/<pid>/task/*/children,
 // else the ppid of every process).

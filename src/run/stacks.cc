@@ -85,7 +85,11 @@ std::map<long, std::vector<std::string>> native_stacks(long pid, std::string* er
   return out;
 }
 
+bool native_stacks_available() { return true; }
+
 #else
+
+bool native_stacks_available() { return false; }
 
 std::map<long, std::vector<std::string>> native_stacks(long, std::string* error) {
   *error = "this mldoctor was built without elfutils' libdw: no native stacks";

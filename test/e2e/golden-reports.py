@@ -5,16 +5,26 @@ Each case is a directory test/golden/<case>/ with
   setup.sh      builds fixtures into $T (a fresh scratch directory); $CASE is the
                 case directory, $LIB test/e2e/lib (make_log.py writes logs)
   cmd           the mldoctor arguments, one shell line ($T expands)
+  cmd.sh        instead of cmd: a whole bash script that runs "$MLDOCTOR"
+                (a launcher such as mpirun in front of it)
   expected.txt  stdout, with the scratch directory written as %t
   expected.rc   optional: the expected exit status (default 0)
   env           optional: the child's whole environment, NAME=value per line
                 (besides PATH, T, MLDOCTOR, NO_COLOR, CASE, LIB, MLD_SOURCE_DIR),
                 for commands that read the environment (`check`)
+  filters       optional: what differs between two real runs (pids, seconds),
+                one `REGEX => REPLACEMENT` per line (Python re), applied to
+                the output before comparing; a filter that matches nothing
+                fails the case (so a filter cannot hide a changed report)
 Outputs are compared after replacing $T by %t and trimming trailing spaces;
-a difference prints a unified diff. UPDATE_GOLDEN=1 rewrites expected.txt.
+a difference prints a unified diff. UPDATE_GOLDEN=1 rewrites expected.txt;
+GOLDEN_RAW_DIR=DIR also writes each case's output before the filters there.
+GOLDEN_CASES=a,b runs only those cases.
+docs/guide.md shows some of these outputs (test/e2e/docs-guide-current.py).
 """
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,11 +39,29 @@ def normalise(text, t):
     return "\n".join(line.rstrip() for line in text.replace(t, "%t").splitlines()) + "\n"
 
 
+def apply_filters(text, cdir):
+    """The case's filters applied to `text`; the filters that matched nothing."""
+    path = os.path.join(cdir, "filters")
+    unused = []
+    if os.path.exists(path):
+        for line in open(path).read().splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            pattern, replacement = line.split(" => ", 1)
+            text, n = re.subn(pattern, replacement, text, flags=re.M)
+            if n == 0:
+                unused.append(pattern)
+    return text, unused
+
+
 def main():
     failed = passed = 0
+    only = [c for c in os.environ.get("GOLDEN_CASES", "").split(",") if c]
     for case in sorted(os.listdir(GOLDEN)):
+        if only and case not in only:
+            continue
         cdir = os.path.join(GOLDEN, case)
-        if not os.path.isfile(os.path.join(cdir, "cmd")):
+        if not any(os.path.isfile(os.path.join(cdir, c)) for c in ("cmd", "cmd.sh")):
             continue
         t = tempfile.mkdtemp(prefix="mld-golden-")
         env = {k: v for k, v in os.environ.items()
@@ -50,10 +78,18 @@ def main():
         env.update(T=t, MLDOCTOR=MLDOCTOR, NO_COLOR="1", CASE=cdir, LIB=os.path.join(HERE, "lib"))
         if os.path.exists(os.path.join(cdir, "setup.sh")):
             subprocess.run(["bash", "-e", os.path.join(cdir, "setup.sh")], env=env, cwd=t, check=True)
-        with open(os.path.join(cdir, "cmd")) as f:
-            cmd = f.read().strip()
-        p = subprocess.run(["bash", "-c", '"$MLDOCTOR" ' + cmd], env=env, cwd=t, capture_output=True, text=True)
-        actual = normalise(p.stdout, t)
+        if os.path.isfile(os.path.join(cdir, "cmd")):
+            with open(os.path.join(cdir, "cmd")) as f:
+                argv = ["bash", "-c", '"$MLDOCTOR" ' + f.read().strip()]
+        else:
+            argv = ["bash", os.path.join(cdir, "cmd.sh")]
+        p = subprocess.run(argv, env=env, cwd=t, capture_output=True, text=True)
+        raw = normalise(p.stdout, t)
+        actual, unused = apply_filters(raw, cdir)
+        if os.environ.get("GOLDEN_RAW_DIR"):
+            # This run's output before the filters (tools/update-guide.py).
+            with open(os.path.join(os.environ["GOLDEN_RAW_DIR"], case + ".txt"), "w") as f:
+                f.write(raw)
         rc_file = os.path.join(cdir, "expected.rc")
         want_rc = int(open(rc_file).read()) if os.path.exists(rc_file) else 0
         exp_file = os.path.join(cdir, "expected.txt")
@@ -63,7 +99,9 @@ def main():
             with open(rc_file, "w") as f:
                 f.write("%d\n" % p.returncode)
         expected = open(exp_file).read() if os.path.exists(exp_file) else ""
-        ok = actual == expected and p.returncode == want_rc
+        ok = actual == expected and p.returncode == want_rc and not unused
+        for pattern in unused:
+            print("FAIL golden %s: filter %r matched nothing" % (case, pattern))
         if ok:
             passed += 1
         else:

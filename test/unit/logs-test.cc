@@ -203,7 +203,8 @@ TEST(LogScanner, AnsiColourCodesDoNotHideAMatch) {
 
 TEST(LogScanner, ProgressBarsNulBytesAndInvalidUtf8) {
   std::string text = "epoch 1: 10%|#  |\r epoch 1: 20%|## |\r[rank5]:" + kOmp + "\r\n";
-  text += std::string("bin\0ary\xff\xfe junk\n", 17);
+  static constexpr char kJunk[] = "bin\0ary\xff\xfe junk\n";
+  text += std::string(kJunk, sizeof kJunk - 1);  // the NUL inside, not the terminating one
   text += "\xc3(libz\x80.so: cannot open shared object file\n";
   Result r = scan(text);
   ASSERT_EQ(r.findings.size(), 1u);  // "libz\x80.so" is no library name

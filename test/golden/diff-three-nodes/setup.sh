@@ -1,15 +1,6 @@
-# Three saved check reports of three nodes (copies of the 8-GPU fixture host
-# with their own hostnames): node-b has another driver, node-c an HCA port
-# down and another NCCL_IB_HCA.
-base="$MLD_SOURCE_DIR/test/fixtures/hosts/gpu-8x-two-socket"
-for n in node-a node-b node-c; do
-  cp -a "$base" "$T/$n"
-  mkdir -p "$T/$n/proc/sys/kernel"
-  echo "$n" > "$T/$n/proc/sys/kernel/hostname"
-done
-sed -i 's/535\.104\.05/550.54.15/' "$T/node-b/proc/driver/nvidia/version"
-state=$(find "$T/node-c/sys/devices" -path '*infiniband/mlx5_1/ports/1/state')
-echo "1: DOWN" > "$state"
+# Three saved check reports of three nodes (lib/three-nodes.sh): node-b has
+# another driver, node-c an HCA port down and another NCCL_IB_HCA.
+. "$LIB/three-nodes.sh"
 NCCL_IB_HCA=mlx5 "$MLDOCTOR" check --json --root "$T/node-a" > "$T/node-a.json" || true
 NCCL_IB_HCA=mlx5 "$MLDOCTOR" check --json --root "$T/node-b" > "$T/node-b.json" || true
 NCCL_IB_HCA=mlx5_0 "$MLDOCTOR" check --json --root "$T/node-c" > "$T/node-c.json" || true

@@ -1,0 +1,419 @@
+// gen-cli-docs.cc — build-time tool: walks mldoctor's option table
+// (src/cli/command-line.h, the one the binary parses with) and the builtin
+// rules, and writes the man page and the bash, zsh and fish completions.
+// Nothing about a command or an option is written twice: a new option shows
+// up in --help, mldoctor(1) and every shell's completion at the next build.
+//
+// Usage: mld-gen-cli-docs OUTDIR  (writes OUTDIR/mldoctor.1, mldoctor.bash,
+// _mldoctor and mldoctor.fish)
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/command-line.h"
+#include "rules/rules.h"
+#include "tool-output.h"
+
+namespace {
+
+using mld::tools::write_if_changed;
+
+// What completion offers for an option's value or a positional argument.
+enum class Complete { Nothing, Dir, File, Program, Choices, RuleId };
+
+struct OptionDoc {
+  std::vector<std::string> names;  // "--follow", "-f"; a positional: its name
+  std::string value;               // "DIR"; empty for a flag
+  std::vector<std::string> choices;
+  std::string help;
+  bool positional = false;
+  bool required = false;
+  bool repeatable = false;
+  Complete complete = Complete::Nothing;
+};
+
+struct CommandDoc {
+  std::string name, help, group;
+  std::vector<OptionDoc> options;
+};
+
+// "TEXT:{info,warning,error}" -> {"info", "warning", "error"}.
+std::vector<std::string> choices_of(const std::string& type_name) {
+  std::vector<std::string> out;
+  size_t open = type_name.find('{'), close = type_name.rfind('}');
+  if (open == std::string::npos || close == std::string::npos || close < open) return out;
+  std::string list = type_name.substr(open + 1, close - open - 1);
+  size_t i = 0;
+  while (i <= list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string::npos) j = list.size();
+    if (j > i) out.push_back(list.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+OptionDoc option_doc(const CLI::Option& opt) {
+  OptionDoc d;
+  d.positional = opt.get_positional() && opt.get_lnames().empty() && opt.get_snames().empty();
+  if (d.positional) {
+    d.names.push_back(opt.get_name());
+  } else {
+    for (const std::string& l : opt.get_lnames()) d.names.push_back("--" + l);
+    for (const std::string& s : opt.get_snames()) d.names.push_back("-" + s);
+  }
+  d.help = opt.get_description();
+  d.required = opt.get_required();
+  d.repeatable = opt.get_items_expected_max() > 1;
+  if (opt.get_type_size() > 0 || d.positional) {
+    const std::string type = opt.get_type_name();
+    d.value = type.substr(0, type.find(':'));
+    d.choices = choices_of(type);
+    if (!d.choices.empty()) d.complete = Complete::Choices;
+    else if (d.value == mld::cli::kValueDir) d.complete = Complete::Dir;
+    else if (d.value == mld::cli::kValueFile) d.complete = Complete::File;
+    else if (d.value == mld::cli::kValueProgram) d.complete = Complete::Program;
+    else if (d.value == "ID") d.complete = Complete::RuleId;
+  }
+  return d;
+}
+
+std::vector<CommandDoc> commands_of(CLI::App& app) {
+  std::vector<CommandDoc> out;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    CommandDoc c;
+    c.name = sub->get_name();
+    c.help = sub->get_description();
+    c.group = sub->get_group();
+    for (const CLI::Option* opt : sub->get_options()) c.options.push_back(option_doc(*opt));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Options every command has (--root, --json...): documented once.
+std::set<std::string> shared_option_names(const std::vector<CommandDoc>& commands) {
+  std::map<std::string, size_t> count;
+  for (const CommandDoc& c : commands)
+    for (const OptionDoc& o : c.options)
+      if (!o.positional) count[o.names.front()]++;
+  std::set<std::string> out;
+  for (const auto& [name, n] : count)
+    if (n == commands.size()) out.insert(name);
+  return out;
+}
+
+// ─── man page (man(7) macros) ───────────────────────────────────────────────
+
+std::string roff(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char ch : text) {
+    if (line_start && (ch == '.' || ch == '\'')) out += "\\&";
+    if (ch == '\\') out += "\\e";
+    else if (ch == '-') out += "\\-";
+    else out += ch;
+    line_start = ch == '\n';
+  }
+  return out;
+}
+
+std::string man_option_head(const OptionDoc& o) {
+  std::string head;
+  for (size_t i = 0; i < o.names.size(); i++) head += (i ? ", " : "") + std::string("\\fB") + roff(o.names[i]) + "\\fR";
+  if (!o.value.empty()) head += " \\fI" + roff(o.value) + "\\fR";
+  if (!o.choices.empty()) {
+    std::string list;
+    for (const std::string& c : o.choices) list += (list.empty() ? "" : "|") + c;
+    head += " (" + roff(list) + ")";
+  }
+  return head;
+}
+
+std::string man_page(const std::vector<CommandDoc>& commands, const mld::rules::RuleSet& rules) {
+  const std::set<std::string> shared = shared_option_names(commands);
+  std::string m;
+  m += ".\\\" Generated by tools/gen-cli-docs.cc from mldoctor's option table and rules; do not edit.\n";
+  m += ".TH MLDOCTOR 1 \"\" \"mldoctor " MLD_VERSION "\" \"User Commands\"\n";
+  m += ".SH NAME\nmldoctor \\- finds, explains and fixes the native\\-layer failures of Python machine\\-learning jobs\n";
+  m += ".SH SYNOPSIS\n.B mldoctor\n.I COMMAND\n.RI [ OPTIONS ]\n.RI [ ARGUMENTS ]\n.br\n.B mldoctor run\n.RI [ OPTIONS ]\n"
+       ".B \\-\\-\n.I CMD\n.RI [ ARG ...]\n.br\n.B mldoctor \\-\\-version\n";
+  m += ".SH DESCRIPTION\n"
+       "mldoctor names the native\\-layer cause of a broken Python ML job \\(em clashing OpenMP or MKL runtimes, "
+       "exhausted static TLS, hung JIT kernel builds, thread counts changed behind the user's back, multi\\-GPU "
+       "NCCL hangs \\(em with the evidence and the exact fix. It changes nothing unless a command is given "
+       "\\fB\\-\\-fix\\fR, and then prints what it did.\n";
+  std::vector<std::string> groups;
+  for (const CommandDoc& c : commands)
+    if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
+  m += ".SH COMMANDS\n";
+  for (const std::string& g : groups) {
+    m += ".SS " + roff(g) + "\n";
+    for (const CommandDoc& c : commands) {
+      if (c.group != g) continue;
+      std::string synopsis = "\\fBmldoctor " + roff(c.name) + "\\fR [\\fIOPTIONS\\fR]";
+      for (const OptionDoc& o : c.options)
+        if (o.positional) {
+          std::string arg = "\\fI" + roff(o.names.front()) + "\\fR" + (o.repeatable ? "..." : "");
+          if (c.name == "run") arg = "\\fB\\-\\-\\fR \\fICMD\\fR [\\fIARG\\fR...]";
+          synopsis += " " + (o.required ? arg : "[" + arg + "]");
+        }
+      m += ".TP\n" + synopsis + "\n" + roff(c.help) + "\n";
+      bool any = false;
+      for (const OptionDoc& o : c.options) {
+        if (o.positional || shared.count(o.names.front())) continue;
+        if (!any) m += ".RS\n";
+        any = true;
+        m += ".TP\n" + man_option_head(o) + "\n" + roff(o.help) + "\n";
+      }
+      if (any) m += ".RE\n";
+    }
+  }
+  m += ".SH OPTIONS OF EVERY COMMAND\n";
+  for (const OptionDoc& o : commands.front().options)
+    if (!o.positional && shared.count(o.names.front())) m += ".TP\n" + man_option_head(o) + "\n" + roff(o.help) + "\n";
+  m += ".SH EXIT STATUS\n";
+  for (const mld::cli::ExitStatus& s : mld::cli::kExitStatuses)
+    m += ".TP\n.B " + std::to_string(s.code) + "\n" + roff(s.meaning) + "\n";
+  m += ".PP\n\\fBmldoctor run\\fR exits as the command it ran: the same status, or the same signal.\n";
+  m += ".SH ENVIRONMENT\n"
+       ".TP\n.B NO_COLOR\nWhen set, no colour (as \\fB\\-\\-no\\-color\\fR).\n"
+       ".TP\n.B MLDOCTOR_SHIM_DIR\nThe only directory where \\fBrun\\fR looks for its trace shims and \\fBfleet\\fR "
+       "for its MPI plugin, instead of the binary's own directory and \\fI../lib/mldoctor\\fR next to it.\n";
+  m += ".SH FILES\n"
+       ".TP\n.I <prefix>/lib/mldoctor/libmldoctor\\-audit.so, libmldoctor\\-preload.so\n"
+       "The trace shims \\fBrun\\fR loads into the job (LD_AUDIT on glibc 2.35 and later, LD_PRELOAD before), "
+       "found relative to the binary, so an installed tree can be moved.\n"
+       ".TP\n.I <prefix>/lib/mldoctor/libmldoctor\\-mpi.so\n"
+       "The MPI transport of \\fBfleet\\fR, the only object that links libmpi.\n";
+  m += ".SH RULES\nEvery finding names a rule; \\fBmldoctor explain\\fR \\fIID\\fR prints its cause, fix and references.\n";
+  for (const mld::rules::Rule& r : rules.all()) {
+    if (r.withdrawn) continue;
+    m += ".TP\n.B " + roff(r.id) + "\n(" + std::string(mld::severity_name(r.severity)) + ") " + roff(r.title) + "\n";
+  }
+  m += ".SH SEE ALSO\n.BR ld.so (8),\n.BR ldd (1),\n.BR ldconfig (8).\n"
+       "The user guide, the rule reference and the JSON schema are in \\fIdocs/\\fR of the source tree.\n";
+  return m;
+}
+
+// ─── bash ───────────────────────────────────────────────────────────────────
+
+std::string shell_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::string bash_value_completion(const OptionDoc& o, const std::string& rule_ids) {
+  switch (o.complete) {
+    case Complete::Dir: return "COMPREPLY=($(compgen -d -- \"$cur\"))";
+    case Complete::File: return "COMPREPLY=($(compgen -f -- \"$cur\"))";
+    case Complete::Program: return "COMPREPLY=($(compgen -c -- \"$cur\") $(compgen -f -- \"$cur\"))";
+    case Complete::Choices: return "COMPREPLY=($(compgen -W \"" + shell_words(o.choices) + "\" -- \"$cur\"))";
+    case Complete::RuleId: return "COMPREPLY=($(compgen -W \"" + rule_ids + "\" -- \"$cur\"))";
+    case Complete::Nothing: return "COMPREPLY=()";
+  }
+  return "COMPREPLY=()";
+}
+
+std::string bash_completion(const std::vector<CommandDoc>& commands, const std::string& rule_ids) {
+  std::vector<std::string> names;
+  for (const CommandDoc& c : commands) names.push_back(c.name);
+  std::string b;
+  b += "# bash completion for mldoctor. Generated by tools/gen-cli-docs.cc from the\n"
+       "# option table the binary parses with; do not edit.\n";
+  b += "_mldoctor() {\n"
+       "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+       "  local cmd='' i\n"
+       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+       "    case ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]}; break ;; esac\n"
+       "  done\n"
+       "  if [[ -z $cmd ]]; then\n"
+       "    COMPREPLY=($(compgen -W \"" + shell_words(names) + " --help --version\" -- \"$cur\"))\n"
+       "    return\n"
+       "  fi\n"
+       "  if [[ $cmd == run ]]; then\n"
+       "    # After --: the job's command line, completed as the shell would.\n"
+       "    for ((i = 2; i < COMP_CWORD; i++)); do\n"
+       "      if [[ ${COMP_WORDS[i]} == -- ]]; then\n"
+       "        if ((i + 1 == COMP_CWORD)); then COMPREPLY=($(compgen -c -- \"$cur\"))\n"
+       "        else COMPREPLY=($(compgen -f -- \"$cur\")); fi\n"
+       "        return\n"
+       "      fi\n"
+       "    done\n"
+       "  fi\n"
+       "  case $cmd in\n";
+  for (const CommandDoc& c : commands) {
+    std::vector<std::string> option_names;
+    std::string value_cases, positional = "COMPREPLY=()";
+    for (const OptionDoc& o : c.options) {
+      if (o.positional) {
+        positional = bash_value_completion(o, rule_ids);
+        continue;
+      }
+      for (const std::string& n : o.names) option_names.push_back(n);
+      if (!o.value.empty()) {
+        std::string pattern;
+        for (const std::string& n : o.names) pattern += (pattern.empty() ? "" : "|") + n;
+        value_cases += "        " + pattern + ") " + bash_value_completion(o, rule_ids) + "; return ;;\n";
+      }
+    }
+    if (c.name == "run") option_names.push_back("--");
+    b += "    " + c.name + ")\n";
+    if (!value_cases.empty()) b += "      case $prev in\n" + value_cases + "      esac\n";
+    b += "      if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"" + shell_words(option_names) +
+         "\" -- \"$cur\"))\n      else " + positional + "; fi\n      ;;\n";
+  }
+  b += "  esac\n}\ncomplete -o filenames -F _mldoctor mldoctor\n";
+  return b;
+}
+
+// ─── zsh ────────────────────────────────────────────────────────────────────
+
+// Text inside a single-quoted _arguments spec: quotes closed and reopened,
+// brackets and colons escaped.
+std::string zsh_quote(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '\'') out += "'\\''";
+    else if (ch == '[' || ch == ']' || ch == ':') out += std::string("\\") + ch;
+    else out += ch;
+  }
+  return out;
+}
+
+std::string zsh_action(const OptionDoc& o, const std::string& rule_ids) {
+  switch (o.complete) {
+    case Complete::Dir: return "_files -/";
+    case Complete::File: return "_files";
+    case Complete::Program: return "_command_names -e";
+    case Complete::Choices: return "(" + shell_words(o.choices) + ")";
+    case Complete::RuleId: return "(" + rule_ids + ")";
+    case Complete::Nothing: return " ";
+  }
+  return " ";
+}
+
+std::string zsh_completion(const std::vector<CommandDoc>& commands, const std::string& rule_ids) {
+  std::string z;
+  z += "#compdef mldoctor\n# zsh completion for mldoctor. Generated by tools/gen-cli-docs.cc from the\n"
+       "# option table the binary parses with; do not edit.\n";
+  z += "_mldoctor() {\n  local -a commands\n  commands=(\n";
+  for (const CommandDoc& c : commands) z += "    '" + c.name + ":" + zsh_quote(c.help) + "'\n";
+  z += "  )\n"
+       "  if (( CURRENT == 2 )); then\n"
+       "    _describe -t commands 'mldoctor command' commands\n"
+       "    _arguments '--help[print the help]' '--version[print the version, build and optional parts]'\n"
+       "    return\n"
+       "  fi\n"
+       "  local cmd=$words[2]\n"
+       "  shift words\n"
+       "  (( CURRENT-- ))\n"
+       "  case $cmd in\n";
+  for (const CommandDoc& c : commands) {
+    z += "    " + c.name + ")\n      _arguments -s \\\n";
+    for (const OptionDoc& o : c.options) {
+      if (o.positional) continue;
+      std::string names = o.names.size() > 1 ? "{" : "";
+      for (size_t i = 0; i < o.names.size(); i++) names += (i ? "," : "") + o.names[i];
+      if (o.names.size() > 1) names += "}";
+      std::string spec = (o.repeatable ? "'*'" : "") + names + "'[" + zsh_quote(o.help) + "]";
+      if (!o.value.empty()) spec += ":" + zsh_quote(o.value) + ":" + zsh_action(o, rule_ids);
+      z += "        " + spec + "' \\\n";
+    }
+    std::string tail;
+    for (const OptionDoc& o : c.options) {
+      if (!o.positional) continue;
+      if (c.name == "run") tail = "'*::command:_normal'";
+      else tail = std::string("'") + (o.repeatable ? "*" : "") + ":" + zsh_quote(o.names.front()) +
+                  ":" + zsh_action(o, rule_ids) + "'";
+    }
+    z += "        " + (tail.empty() ? std::string("''") : tail) + "\n      ;;\n";
+  }
+  z += "  esac\n}\n\n_mldoctor \"$@\"\n";
+  return z;
+}
+
+// ─── fish ───────────────────────────────────────────────────────────────────
+
+std::string fish_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) {
+    if (ch == '\'' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "'";
+}
+
+std::string fish_completion(const std::vector<CommandDoc>& commands, const std::string& rule_ids) {
+  std::vector<std::string> names;
+  for (const CommandDoc& c : commands) names.push_back(c.name);
+  const std::string all = shell_words(names);
+  std::string f;
+  f += "# fish completion for mldoctor. Generated by tools/gen-cli-docs.cc from the\n"
+       "# option table the binary parses with; do not edit.\n";
+  f += "complete -c mldoctor -f\n";
+  f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all + "' -l help -d 'print the help'\n";
+  f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all +
+       "' -l version -d 'print the version, build and optional parts'\n";
+  for (const CommandDoc& c : commands)
+    f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all + "' -a " + c.name + " -d " +
+         fish_quote(c.help) + "\n";
+  for (const CommandDoc& c : commands) {
+    const std::string when = "-n '__fish_seen_subcommand_from " + c.name + "'";
+    for (const OptionDoc& o : c.options) {
+      std::string line = "complete -c mldoctor " + when;
+      if (o.positional) {
+        if (c.name == "run") {
+          f += line + " -a '(__fish_complete_subcommand --fcs-skip=2)'\n";
+          continue;
+        }
+      } else {
+        for (const std::string& n : o.names) line += n.starts_with("--") ? " -l " + n.substr(2) : " -s " + n.substr(1);
+        // -x: a value, and no file names unless the value is a file.
+        if (!o.value.empty()) line += o.complete == Complete::File ? " -r" : " -x";
+      }
+      switch (o.complete) {
+        case Complete::Dir: line += " -a '(__fish_complete_directories)'"; break;
+        case Complete::File: line += " -F"; break;
+        case Complete::Program: line += " -a '(__fish_complete_command)'"; break;
+        case Complete::Choices: line += " -a " + fish_quote(shell_words(o.choices)); break;
+        case Complete::RuleId: line += " -a " + fish_quote(rule_ids); break;
+        case Complete::Nothing: break;
+      }
+      if (o.positional && o.complete == Complete::Nothing) continue;
+      f += line + " -d " + fish_quote(o.help) + "\n";
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: mld-gen-cli-docs OUTDIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  // The version callback is never run here: only the table is walked.
+  mld::cli::CommandLine table([] { return std::string("mldoctor ") + MLD_VERSION; });
+  const std::vector<CommandDoc> commands = commands_of(table.app);
+  const mld::rules::RuleSet& rules = mld::rules::RuleSet::builtin();
+  std::vector<std::string> ids;
+  for (const mld::rules::Rule& r : rules.all())
+    if (!r.withdrawn) ids.push_back(r.id);
+  const std::string rule_ids = shell_words(ids);
+  bool ok = write_if_changed(dir + "/mldoctor.1", man_page(commands, rules)) &&
+            write_if_changed(dir + "/mldoctor.bash", bash_completion(commands, rule_ids)) &&
+            write_if_changed(dir + "/_mldoctor", zsh_completion(commands, rule_ids)) &&
+            write_if_changed(dir + "/mldoctor.fish", fish_completion(commands, rule_ids));
+  if (!ok) {
+    std::fprintf(stderr, "mld-gen-cli-docs: cannot write into %s\n", dir.c_str());
+    return 2;
+  }
+  return 0;
+}
