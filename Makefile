@@ -53,4 +53,4 @@ guide: build
 	@$(PYTHON) scripts/update-guide.py $(BUILD)/mldoctor
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD)

@@ -8,10 +8,11 @@ if(GIT AND EXISTS "${SOURCE_DIR}/.git")
                   OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
   if(rc EQUAL 0 AND head)
     set(revision "${head}")
-    # Tracked files that differ from HEAD make the build "-dirty".
-    execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} diff-index --quiet HEAD --
-                    RESULT_VARIABLE dirty ERROR_QUIET)
-    if(NOT dirty EQUAL 0)
+    # Tracked files whose content differs from HEAD make the build "-dirty"
+    # (status compares content; diff-index alone trips on a touched file).
+    execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+                    OUTPUT_VARIABLE changes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(changes)
       string(APPEND revision "-dirty")
     endif()
   endif()

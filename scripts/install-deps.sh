@@ -18,7 +18,7 @@ test_pkgs=(
   clang-14 libclang-rt-14-dev lld-14 util-linux
   python3-torch python3-numba python3-opencv python3-numpy
   libtorch-dev pybind11-dev python3-dev
-  groff-base zsh fish
+  groff-base man-db zsh fish
 )
 
 pkgs=("${build_pkgs[@]}")

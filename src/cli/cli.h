@@ -75,6 +75,9 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
 // (host::companion_dirs); empty when absent, with the paths tried appended
 // to *tried.
 std::string find_mpi_plugin(std::string* tried);
+// Whether this build made the MPI plugin (it may still be missing where the
+// binary runs: the mldoctor-mpi package is separate). version.cc.
+bool mpi_plugin_built();
 // `mldoctor diff REPORT...`.
 int run_diff(const CommonOptions& common, const std::vector<std::string>& paths);
 

@@ -415,9 +415,11 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
   std::string tried;
   std::string plugin = find_mpi_plugin(&tried);
   if (plugin.empty()) {
-    print_error("fleet needs MPI, and this mldoctor was built without it (looked for " + tried +
-                "). On Debian: apt-get install libopenmpi-dev openmpi-bin, rebuild, and launch with "
-                "`mpirun -np N mldoctor fleet` or `srun mldoctor fleet`");
+    print_error(std::string("fleet needs its MPI plugin, libmldoctor-mpi.so (looked for ") + tried + "). " +
+                (mpi_plugin_built() ? "Install the mldoctor-mpi package (or `cmake --install` the whole build)"
+                                    : "This mldoctor was built without MPI: apt-get install libopenmpi-dev "
+                                      "openmpi-bin and rebuild") +
+                "; then launch with `mpirun -np N mldoctor fleet` or `srun mldoctor fleet`");
     return 2;
   }
 #if defined(__SANITIZE_ADDRESS__)

@@ -33,6 +33,8 @@ std::string glibc_line(const host::Host& live) {
 
 }  // namespace
 
+bool mpi_plugin_built() { return MLD_MPI_PLUGIN_BUILT; }
+
 std::string version_text() {
   const host::Host live = host::Host::live();
   std::string out = std::string("mldoctor ") + MLD_VERSION + " (git " + MLD_GIT_REVISION + ", " +
@@ -46,7 +48,7 @@ std::string version_text() {
   const std::string plugin = find_mpi_plugin(&tried);
   out += "MPI        ";
   if (!MLD_MPI_PLUGIN_BUILT) out += "not built (fleet needs libmldoctor-mpi.so: apt-get install libopenmpi-dev, rebuild)\n";
-  else if (plugin.empty()) out += "plugin built but not found (tried " + tried + ")\n";
+  else if (plugin.empty()) out += "plugin not installed (tried " + tried + "): install mldoctor-mpi for fleet\n";
   else out += "plugin " + plugin + "\n";
   std::optional<std::string> shims = run::find_shim_dir(live);
   out += "shims      " + (shims ? host::join_path(*shims, "libmldoctor-{audit,preload}.so")

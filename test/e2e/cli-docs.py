@@ -48,6 +48,16 @@ def bash_complete(line):
     return [w for w in p.stdout.splitlines() if w]
 
 
+def zsh_complete(line):
+    """Candidates of the generated zsh completion, from a real interactive
+    zsh in a pseudo-terminal (lib/zsh-complete.zsh)."""
+    p = subprocess.run(["zsh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "zsh-complete.zsh"),
+                        DOCS, line], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PATH=os.path.dirname(MLDOCTOR) + ":" + os.environ["PATH"]))
+    check_eq(p.returncode, 0, "zsh completion of %r ran: %s" % (line, p.stderr))
+    return [w for w in p.stdout.splitlines() if w]
+
+
 def fish_complete(line):
     p = subprocess.run(["fish", "-c", "source %s; complete -C %s" % (os.path.join(DOCS, "mldoctor.fish"),
                                                                    "'" + line.replace("'", "\\'") + "'")],
@@ -112,6 +122,10 @@ def main():
     check_in("/usr", bash_complete("mldoctor check --root /us"), "bash: directories for --root")
     check_in("bash", bash_complete("mldoctor run -- bas"), "bash: the job's command after run --")
     check_eq(bash_complete("mldoctor logs -j"), ["-j"], "bash: logs short option")
+    check_in("/usr", bash_complete("mldoctor check --root=/us"), "bash: --root=DIR in one word")
+    t = scratch()
+    open(os.path.join(t, "my run.log"), "w").close()
+    check_eq(bash_complete("mldoctor logs %s/my" % t), [t + "/my run.log"], "bash: a file name with a space stays whole")
 
     # fish completes for real.
     if shutil.which("fish"):
@@ -120,6 +134,8 @@ def main():
         check_eq(sorted(fish_complete("mldoctor check --fail-on ")), ["error", "info", "warning"], "fish: choices")
         check_eq(sorted(fish_complete("mldoctor explain TLS00")), sorted(r for r in rules if r.startswith("TLS00")), "fish: rule ids")
         check_in("--kill-on-hang", fish_complete("mldoctor run --ki"), "fish: options")
+        check_in("bash", fish_complete("mldoctor run --report r.txt -- bas"), "fish: the job's command after --")
+        check("--json" not in fish_complete("mldoctor run -- ls --js"), "fish: run's options not offered after --")
     else:
         print("fish not installed: its completion only checked by content")
 
@@ -131,13 +147,23 @@ def main():
                                           "print -r -- $_comps[mldoctor]" % (DOCS, t)],
                            capture_output=True, text=True, timeout=60)
         check_eq(z.stdout.strip(), "_mldoctor", "zsh: compdef")
+        check_in("check", zsh_complete("mldoctor ch"), "zsh: commands")
+        for cmd in table:
+            if "--fail-on" in table[cmd]:
+                check_eq(zsh_complete("mldoctor %s --fa" % cmd), ["--fail-on"], "zsh: options of " + cmd)
+        check_eq(zsh_complete("mldoctor check --fail-on w"), ["warning"], "zsh: choices")
+        check_eq(sorted(zsh_complete("mldoctor explain TLS00")), sorted(r for r in rules if r.startswith("TLS00")),
+                 "zsh: rule ids")
+        check_in("bash", zsh_complete("mldoctor run -- bas"), "zsh: the job's command after run --")
+        check_in("bash", zsh_complete("mldoctor run --report r.txt -- bas"), "zsh: the job's command after options")
+        check_in("bash", zsh_complete("mldoctor check --python bas"), "zsh: programs for --python")
     else:
         print("zsh not installed: its completion only checked by content")
 
     # --version: build identity, glibc, parts.
     v = run(["--version"])
     check_eq(v.returncode, 0, "--version exit")
-    check(re.match(r"mldoctor \d+\.\d+\.\d+ \(git [0-9a-f]{12}(-dirty)?|unknown", v.stdout), "--version first line")
+    check(re.match(r"mldoctor \d+\.\d+\.\d+ \(git ([0-9a-f]{12}(-dirty)?|unknown), ", v.stdout), "--version first line")
     for key in ("compiler", "glibc", "libdw", "MPI", "shims"):
         check_in("\n" + key, "\n" + v.stdout, "--version says " + key)
     finish("cli-docs")

@@ -12,6 +12,9 @@ Each case is a directory test/golden/<case>/ with
   env           optional: the child's whole environment, NAME=value per line
                 (besides PATH, T, MLDOCTOR, NO_COLOR, CASE, LIB, MLD_SOURCE_DIR),
                 for commands that read the environment (`check`)
+  requires      optional: what the case needs besides mldoctor, one per line: a
+                program on PATH, or "companion NAME" for a file next to the
+                binary (a build without MPI skips the fleet case, says so)
   filters       optional: what differs between two real runs (pids, seconds),
                 one `REGEX => REPLACEMENT` per line (Python re), applied to
                 the output before comparing; a filter that matches nothing
@@ -20,11 +23,13 @@ Outputs are compared after replacing $T by %t and trimming trailing spaces;
 a difference prints a unified diff. UPDATE_GOLDEN=1 rewrites expected.txt;
 GOLDEN_RAW_DIR=DIR also writes each case's output before the filters there.
 GOLDEN_CASES=a,b runs only those cases.
-docs/guide.md shows some of these outputs (test/e2e/docs-guide-current.py).
+docs/guide.md shows some of these outputs (scripts/update-guide.py,
+test/e2e/docs-guide-current.sh).
 """
 import difflib
 import os
 import re
+import shutil
 import shutil
 import subprocess
 import sys
@@ -54,6 +59,23 @@ def apply_filters(text, cdir):
     return text, unused
 
 
+def missing_requirements(cdir):
+    path = os.path.join(cdir, "requires")
+    missing = []
+    if os.path.exists(path):
+        for line in open(path).read().splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("companion "):
+                name = line.split(None, 1)[1]
+                if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(MLDOCTOR)), name)):
+                    missing.append(name)
+            elif not shutil.which(line):
+                missing.append(line)
+    return missing
+
+
 def main():
     failed = passed = 0
     only = [c for c in os.environ.get("GOLDEN_CASES", "").split(",") if c]
@@ -63,12 +85,17 @@ def main():
         cdir = os.path.join(GOLDEN, case)
         if not any(os.path.isfile(os.path.join(cdir, c)) for c in ("cmd", "cmd.sh")):
             continue
+        missing = missing_requirements(cdir)
+        if missing:
+            print("skip golden %s: needs %s" % (case, ", ".join(missing)))
+            continue
         t = tempfile.mkdtemp(prefix="mld-golden-")
         env = {k: v for k, v in os.environ.items()
                if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_AUDIT")}
         env_file = os.path.join(cdir, "env")
         if os.path.exists(env_file):
-            keep = ("PATH", "MLD_SOURCE_DIR")
+            # The sanitizer options of make test-sanitize: reports go to files there.
+            keep = ("PATH", "MLD_SOURCE_DIR", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
             env = {k: v for k, v in env.items() if k in keep}
             env.setdefault("MLD_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
             for line in open(env_file).read().splitlines():
@@ -87,7 +114,7 @@ def main():
         raw = normalise(p.stdout, t)
         actual, unused = apply_filters(raw, cdir)
         if os.environ.get("GOLDEN_RAW_DIR"):
-            # This run's output before the filters (tools/update-guide.py).
+            # This run's output before the filters (scripts/update-guide.py).
             with open(os.path.join(os.environ["GOLDEN_RAW_DIR"], case + ".txt"), "w") as f:
                 f.write(raw)
         rc_file = os.path.join(cdir, "expected.rc")

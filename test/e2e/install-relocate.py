@@ -22,7 +22,8 @@ def main():
     p = subprocess.run(["cmake", "--install", BUILD, "--prefix", first], capture_output=True, text=True, timeout=300)
     check_eq(p.returncode, 0, "cmake --install\n" + p.stdout + p.stderr)
     for f in ("bin/mldoctor", "lib/mldoctor/libmldoctor-audit.so", "lib/mldoctor/libmldoctor-preload.so",
-              "share/man/man1/mldoctor.1.gz", "share/bash-completion/completions/mldoctor"):
+              "share/man/man1/mldoctor.1.gz", "share/bash-completion/completions/mldoctor",
+              "share/zsh/site-functions/_mldoctor", "share/fish/vendor_completions.d/mldoctor.fish"):
         check(os.path.isfile(os.path.join(first, f)), "installed " + f)
     os.makedirs(os.path.dirname(moved))
     shutil.move(first, moved)

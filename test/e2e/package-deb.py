@@ -56,6 +56,8 @@ def main():
         check_eq(sorted(n for n in needed if not n.startswith("ld-linux")),
                  ["libc.so.6", "libgcc_s.so.1", "libm.so.6"], "the binary's shared libraries")
 
+    mpi_built = os.path.exists(os.path.join(BUILD, "libmldoctor-mpi.so"))
+    check_eq("mldoctor-mpi" in debs, mpi_built, "an mldoctor-mpi package exactly when the plugin was built")
     if "mldoctor-mpi" in debs:
         mdep = sh(["dpkg-deb", "-f", debs["mldoctor-mpi"], "Depends"]).stdout
         check_in("mldoctor (= ", mdep, "mldoctor-mpi depends on mldoctor of its version")
@@ -67,8 +69,10 @@ def main():
               "usr/lib/mldoctor/libmldoctor-audit.so", "usr/lib/mldoctor/libmldoctor-preload.so"):
         check(os.path.isfile(os.path.join(root, f)), "packaged " + f)
     man = sh(["man", "-l", os.path.join(root, "usr/share/man/man1/mldoctor.1.gz")], env=dict(os.environ, MANWIDTH="100"))
-    if man.returncode == 0:
-        check_in("mldoctor fleet [OPTIONS]", man.stdout, "man renders the packaged page")
+    check_eq(man.returncode, 0, "man -l on the packaged page: " + man.stderr)
+    check_in("mldoctor fleet [OPTIONS]", man.stdout, "man renders the packaged page")
+    for f in ("guide.md", "rules.md", "json-schema.md", "rule-format.md", "fleet.md"):
+        check(os.path.isfile(os.path.join(root, "usr/share/doc/mldoctor", f)), "packaged doc " + f)
 
     env = {k: v for k, v in os.environ.items() if k != "MLDOCTOR_SHIM_DIR"}
     v = sh([exe, "--version"], env=env)

@@ -3,5 +3,5 @@
 # variables; shared memory and loopback only.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 unset NCCL_IB_HCA OMPI_COMM_WORLD_SIZE
-rank() { echo -np 2 env NCCL_IB_HCA="$2" "$MLDOCTOR" fleet --root "$T/$1"; }
-mpirun --oversubscribe $(rank node-a mlx5) : $(rank node-b mlx5) : $(rank node-c mlx5_0)
+cd "$T"
+mpirun --oversubscribe -np 2 env NCCL_IB_HCA=mlx5 "$MLDOCTOR" fleet --root node-a : -np 2 env NCCL_IB_HCA=mlx5 "$MLDOCTOR" fleet --root node-b : -np 2 env NCCL_IB_HCA=mlx5_0 "$MLDOCTOR" fleet --root node-c
