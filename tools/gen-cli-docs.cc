@@ -42,18 +42,9 @@ struct CommandDoc {
 
 // "TEXT:{info,warning,error}" -> {"info", "warning", "error"}.
 std::vector<std::string> choices_of(const std::string& type_name) {
-  std::vector<std::string> out;
   size_t open = type_name.find('{'), close = type_name.rfind('}');
-  if (open == std::string::npos || close == std::string::npos || close < open) return out;
-  std::string list = type_name.substr(open + 1, close - open - 1);
-  size_t i = 0;
-  while (i <= list.size()) {
-    size_t j = list.find(',', i);
-    if (j == std::string::npos) j = list.size();
-    if (j > i) out.push_back(list.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
+  if (open == std::string::npos || close == std::string::npos || close < open) return {};
+  return mld::cli::split_commas(type_name.substr(open + 1, close - open - 1));
 }
 
 OptionDoc option_doc(const CLI::Option& opt) {

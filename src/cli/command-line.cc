@@ -17,6 +17,18 @@ constexpr const char* kGroupRules = "Knowledge base";
 
 }  // namespace
 
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string::npos) j = list.size();
+    if (j > i) out.push_back(list.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
 CommandLine::CommandLine(std::function<std::string()> version) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::move(version), "print the version, build and optional parts");

@@ -63,6 +63,10 @@ inline constexpr ExitStatus kExitStatuses[] = {
     {2, "mldoctor itself failed (bad arguments, unreadable input)"},
 };
 
+// "a,b,,c" -> {"a", "b", "c"}: the comma lists of --import and --load-order,
+// and the choice lists of the table's value names.
+std::vector<std::string> split_commas(const std::string& list);
+
 // `mldoctor --version`: version, git revision, build type, compiler, the
 // glibc built against and the oldest it runs on (read from this binary's
 // own version needs), the optional parts, and the companion objects found.

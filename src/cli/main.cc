@@ -14,23 +14,6 @@ namespace mld::cli {
 
 void print_error(const std::string& what) { std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str()); }
 
-namespace {
-
-// "a,b,,c" -> {"a", "b", "c"}.
-std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < list.size()) {
-    size_t j = list.find(',', i);
-    if (j == std::string::npos) j = list.size();
-    if (j > i) out.push_back(list.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
 }  // namespace mld::cli
 
 int main(int argc, char** argv) {
