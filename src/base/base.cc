@@ -87,7 +87,7 @@ struct stat stat_regular_or_close(int fd, const std::string& name) {
   if (fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    throw IoError(name + ": " + errno_text(err));
+    throw IoError(name + ": " + errno_text(err), err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -100,7 +100,10 @@ struct stat stat_regular_or_close(int fd, const std::string& name) {
 
 MappedFile MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(path + ": " + errno_text(errno));
+  if (fd < 0) {
+    const int err = errno;
+    throw IoError(path + ": " + errno_text(err), err);
+  }
   const struct stat st = stat_regular_or_close(fd, path);
   MappedFile f;
   f.size_ = static_cast<u64>(st.st_size);
@@ -109,7 +112,7 @@ MappedFile MappedFile::open(const std::string& path) {
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      throw IoError(path + ": mmap: " + errno_text(err));
+      throw IoError(path + ": mmap: " + errno_text(err), err);
     }
     f.data_ = static_cast<const u8*>(p);
     f.mapped_ = true;
@@ -200,7 +203,10 @@ void arena_release(void* chunk) {
 
 std::shared_ptr<SparseFile> SparseFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(path + ": " + errno_text(errno));
+  if (fd < 0) {
+    const int err = errno;
+    throw IoError(path + ": " + errno_text(err), err);
+  }
   return adopt(fd, path, [path] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
 }
 

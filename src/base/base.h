@@ -50,9 +50,15 @@ inline std::string_view base_name(std::string_view path) {
 std::string format_ranges(std::vector<u32> values);
 
 // IoError: a file or directory could not be read (errno text included).
+// `error_number()` is the errno of the failed call, 0 when none applies.
 class IoError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit IoError(const std::string& what, int error_number = 0)
+      : std::runtime_error(what), error_number_(error_number) {}
+  int error_number() const { return error_number_; }
+
+ private:
+  int error_number_;
 };
 
 // Checked arithmetic on untrusted sizes and offsets.

@@ -1,5 +1,6 @@
 // libs-command.cc — `mldoctor libs PATH... [--load-order A,B] [--tree|--json]`:
-// loads each PATH as ld.so would load a program (`ld.so --list PATH`), shows
+// loads each PATH as ld.so loads it when it is run (exec: $ORIGIN from the
+// resolved path; a library given as PATH the `ld.so --list PATH` way), shows
 // where every object comes from and why, the paths tried for anything
 // missing, and the hazards of the result. With --load-order, the objects are
 // then dlopen()ed in order into the first PATH's process and the static TLS

@@ -291,18 +291,23 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   }
   f.e_shoff_ = e_shoff;
 
-  // The section header table is not used by the loader, but a table that
-  // points outside the file marks a truncated or corrupt file; checking its
-  // extent costs one comparison.
-  detail::SectionTable sections =
-      detail::make_section_table(r, e_shoff, f.e_shentsize_, f.e_shnum_, f.e_shstrndx_);
+  // The section header table is not judged here: ld.so never reads it, and a
+  // library whose table is cut off or garbage (e_shoff past the end, a wild
+  // e_shnum) loads and runs. The decoders that need sections (the
+  // `.comment`, `.rodata` and SHT_NOTE lookups, the `.dynsym` fallback)
+  // build the table when asked and throw then.
 
   // ── Program headers ──
   // PN_XNUM (0xffff) means the real count is in section 0's sh_info (gABI
-  // extended numbering). The whole table is bounds-checked before the
-  // vector is reserved, so a lying e_phnum cannot cause a large allocation.
+  // extended numbering); only then are the section headers needed here. The
+  // whole table is bounds-checked before the vector is reserved, so a lying
+  // e_phnum cannot cause a large allocation.
   u64 phnum = e_phnum;
-  if (e_phnum == PN_XNUM && sections.count > 0) phnum = sections.at(0).sh_info;
+  if (e_phnum == PN_XNUM) {
+    detail::SectionTable sections =
+        detail::make_section_table(r, e_shoff, f.e_shentsize_, f.e_shnum_, f.e_shstrndx_);
+    if (sections.count > 0) phnum = sections.at(0).sh_info;
+  }
   const u64 phentsize = f.is_64_ ? 56 : 32;
   if (phnum > 0) {
     // glibc refuses any other size ("ELF file's phentsize not the expected size").

@@ -129,9 +129,15 @@ MappedFile Host::map(std::string_view path) const {
   // Resolve inside the root, then map through /proc/self/fd so the mapping
   // uses the confined descriptor.
   Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (root.fd < 0) throw IoError(root_ + ": " + errno_text(errno));
+  if (root.fd < 0) {
+    const int err = errno;
+    throw IoError(root_ + ": " + errno_text(err), err);
+  }
   Fd f(open_in_root(root.fd, path, O_RDONLY));
-  if (f.fd < 0) throw IoError(std::string(path) + ": " + errno_text(errno));
+  if (f.fd < 0) {
+    const int err = errno;
+    throw IoError(std::string(path) + ": " + errno_text(err), err);
+  }
   return MappedFile::open("/proc/self/fd/" + std::to_string(f.fd));
 }
 
@@ -147,10 +153,13 @@ std::shared_ptr<SparseFile> Host::open_sparse(std::string_view path) const {
   };
   int fd = open_confined();
   if (fd < 0) {
-    int err = errno;
+    const int err = errno;
     Fd r(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (r.fd < 0) throw IoError(root_ + ": " + errno_text(errno));
-    throw IoError(std::string(path) + ": " + errno_text(err));
+    if (r.fd < 0) {
+      const int root_err = errno;
+      throw IoError(root_ + ": " + errno_text(root_err), root_err);
+    }
+    throw IoError(std::string(path) + ": " + errno_text(err), err);
   }
   return SparseFile::adopt(fd, std::string(path), open_confined);
 }

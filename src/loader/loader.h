@@ -243,7 +243,16 @@ struct Resolution {
 struct Object {
   std::string path;                // l_name (the path as opened)
   std::vector<std::string> names;  // l_libname: names it answers to
+  // l_file_id (st_dev, st_ino). Zero, as in glibc, for the main program and
+  // for ld.so itself: no file ever matches them by inode (dlopen() of the
+  // program's file fails, ld.so under another path is mapped a second time).
   host::FileId file_id;
+  // The main program started by exec() (ProgramStart::Exec): its l_name and
+  // l_libname are "", so it answers to no name (only to its DT_SONAME, if it
+  // has one; `path` and `names` are kept for display), and its $ORIGIN is
+  // the directory of /proc/self/exe, `path` with every symlink resolved.
+  // Every other object's $ORIGIN is the directory of `path` as opened.
+  bool started_by_exec = false;
   std::optional<size_t> loader;    // l_loader (index), nullopt for inputs
   int depth = 0;                   // BFS depth from the input
   bool faked = false;              // trace-mode entry for a missing library
@@ -281,16 +290,38 @@ struct Process {
   std::vector<std::string> errors;  // per-input errors
 };
 
+// How the main program is started: this decides its $ORIGIN and the names
+// it answers to (elf/rtld.c dl_main, elf/dl-object.c _dl_new_object,
+// sysdeps/unix/sysv/linux/dl-origin.c _dl_get_origin).
+enum class ProgramStart {
+  // The kernel executes PATH (a shell, execve(), a venv's bin/python link):
+  // the main map has l_name "" and answers to no name, and its $ORIGIN is
+  // computed from /proc/self/exe: PATH's directory with every symlink
+  // resolved. What the program really does when it runs. A file without
+  // PT_INTERP (a shared library) cannot be started so: it is taken as
+  // LdSo takes it, which is also how a process that loads it by that path
+  // sees it.
+  Exec,
+  // `ld.so PATH`, `ld.so --list PATH`, ldd: the main map answers to PATH as
+  // given and its $ORIGIN is PATH's directory as given (made absolute with
+  // the cwd, symlinks not resolved). PATH should contain a '/' (ldd adds
+  // "./"): ld.so would look a bare name up in ld.so.cache only.
+  LdSo,
+};
+
 class Loader {
  public:
   Loader(const host::Host& host, SearchConfig config);
 
-  // Loads `path` as the main program (what `ld.so --list PATH` does) with
-  // LD_PRELOAD and the breadth-first DT_NEEDED closure.
-  Process load_program(const std::string& path);
+  // Loads `path` as the main program, started as `start` says, with
+  // LD_PRELOAD and the breadth-first DT_NEEDED closure. Missing libraries are
+  // listed as trace mode (LD_TRACE_LOADED_OBJECTS, ldd) lists them.
+  Process load_program(const std::string& path, ProgramStart start = ProgramStart::Exec);
   // dlopen(name) into an existing process, with `caller` (an object index)
-  // as the caller whose RUNPATH/RPATH applies. Returns the indices of the
-  // objects newly added, in load order; sets *error on a missing object.
+  // as the caller whose RUNPATH/RPATH applies and whose $ORIGIN a DST in
+  // `name` takes. Returns the indices of the objects newly added, in load
+  // order; on failure (the first missing or unusable object ends the call)
+  // sets *error to the dlerror() text and adds nothing.
   std::vector<size_t> dlopen(Process& process, const std::string& name,
                              std::optional<size_t> caller, std::string* error);
 

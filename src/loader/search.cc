@@ -9,18 +9,36 @@
 //    /etc/ld.so.cache (unless DF_1_NODEFLIB rules a system path out), then the
 //    system directories (unless DF_1_NODEFLIB).
 //  * open_path: each directory is tried with its glibc-hwcaps and legacy
-//    hwcap subdirectories first; files of the wrong class or machine are
-//    skipped silently; other unusable files end the whole load (as ld.so
-//    reports "invalid ELF header" and stops).
-//  * _dl_map_object_from_fd: a file whose st_dev/st_ino matches a loaded
-//    object is that object, whatever path reached it.
+//    hwcap subdirectories first. A file open(2) cannot open (ENOENT, EACCES:
+//    unreadable, or in a directory the user cannot search) is passed over;
+//    after the last try in a directory any other errno (ENOTDIR, ELOOP...)
+//    ends that list, and the search goes on with the next one. A relative
+//    directory is never known not to exist (fillin_rpath), so a relative
+//    entry that names a file ends its list with ENOTDIR where an absolute one
+//    is skipped. Files of the wrong class or machine are skipped silently
+//    (open_verify, Debian's machine-mismatch patch); a file that opens but
+//    fails open_verify's checks ("file too short", "invalid ELF header",
+//    "cannot read file data") ends the whole load, as ld.so stops there.
+//    ld.so reads the ELF header and the program headers, never the section
+//    headers: a library whose section header table is garbage loads.
+//  * origins (elf/dl-object.c, dl-origin.c): an object's $ORIGIN is the
+//    directory of the path it was opened by, made absolute with the cwd and
+//    not otherwise normalised ("/a/./lib", "/venv/site/../libs" stay as they
+//    are, and the kernel resolves ".." after a symlink); only the main
+//    program started by exec() takes its origin from /proc/self/exe, with
+//    every symlink resolved (ProgramStart).
+//  * _dl_map_object_from_fd: a file whose st_dev/st_ino (_dl_file_id_match_p)
+//    matches a loaded object is that object, whatever path reached it. The
+//    main program and ld.so have no file id and never match.
 //  * _dl_map_object_deps: breadth-first over DT_NEEDED in dynamic-section
 //    order, the main program first, then LD_PRELOAD, then dependencies.
 //
 // In trace mode (`ld.so --list`) a missing library becomes a "faked" map that
 // never matches a later lookup, so every later need of it is searched and
 // reported again. The model does the same, which is what the differential
-// test compares against.
+// test compares against. dlopen() is not traced: the first object that cannot
+// be found ends the call with "cannot open shared object file: <errno>" (or
+// "wrong ELF class" when only files of the other class were found).
 #include <string.h>
 #include <unistd.h>
 
@@ -211,9 +229,20 @@ struct ParsedFile {
   std::shared_ptr<const ByteSource> file;
   std::shared_ptr<const elf::ElfFile> elf;
   std::string error;  // non-empty: the file cannot be used (message as ld.so)
+  int open_error = 0;  // errno of a failed open(2): the file is passed over
   bool other_class = false;    // skipped silently: wrong ELF class
   bool other_machine = false;  // skipped silently: wrong e_machine
 };
+
+// The errno of a failed open(2); 0 when it is not one open gives for a path
+// stat(2) found (an error of another kind is not a search outcome).
+int open_errno(const IoError& e) {
+  static const int kOpenErrors[] = {EACCES, EPERM, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, ENXIO,
+                                    ENODEV, ETXTBSY, EMFILE, ENFILE, ENOMEM, EOVERFLOW, EIO};
+  for (int err : kOpenErrors)
+    if (e.error_number() == err) return err;
+  return 0;
+}
 
 struct Loader::Impl {
   const host::Host& host;
@@ -315,8 +344,16 @@ struct Loader::Impl {
         // each object (header, program headers, dynamic section, some
         // strings, the version tables), and on the machines measured a
         // first touch of a mapped page costs several small preads.
-        std::shared_ptr<SparseFile> sf =
-            host.open_sparse(path[0] == '/' ? path : host::join_path(cwd, path));
+        std::shared_ptr<SparseFile> sf;
+        try {
+          sf = host.open_sparse(path[0] == '/' ? path : host::join_path(cwd, path));
+        } catch (const IoError& e) {
+          // open(2) failed on a file stat(2) found: unreadable by this user.
+          pf->open_error = open_errno(e);
+          if (!pf->open_error) throw;
+          parsed.emplace(st.id, pf);
+          return pf;
+        }
         pf->file = sf;
         try {
           verify_header(*sf, pf.get());
@@ -394,6 +431,15 @@ struct Loader::Impl {
       pf->error = "ELF file's phentsize not the expected size";
       return;
     }
+    // The program headers are read next (pread of e_phnum entries at
+    // e_phoff); a short read is "cannot read file data" with errno 0.
+    u64 phoff = config.is_64 ? v.u64_at(32, big) : v.u32_at(28, big);
+    u64 phnum = v.u16_at(config.is_64 ? 56 : 44, big);
+    std::optional<u64> end = checked_add(phoff, phnum * phentsize);
+    if (!end || *end > src.size()) {
+      pf->error = "cannot read file data";
+      return;
+    }
   }
 };
 
@@ -410,11 +456,17 @@ class Mapper {
   Mapper(Loader::Impl& impl, const SearchConfig& config, Process& process)
       : impl_(impl), config_(config), p_(process) {}
 
-  // glibc's l_origin: directory of the absolute form of the path as opened.
+  // glibc's l_origin: directory of the absolute form of the path as opened
+  // (_dl_new_object). For the main program started by exec(), what
+  // _dl_get_origin reads from /proc/self/exe when a DST first needs it: the
+  // file the kernel executed, every symlink resolved.
   std::string origin_of(const Object& o) const {
     std::string abs = o.path;
     if (abs.empty()) return "";
     if (abs[0] != '/') abs = impl_.cwd + (impl_.cwd.size() > 1 ? "/" : "") + abs;
+    if (o.started_by_exec) {
+      if (std::optional<std::string> real = impl_.host.real_path(abs)) abs = *real;
+    }
     size_t slash = abs.rfind('/');
     return slash == 0 ? "/" : abs.substr(0, slash);
   }
@@ -524,24 +576,30 @@ class Mapper {
 
   enum class Verdict { Found, Continue, Fatal };
 
-  // Tries `path`; on success sets *found to the parsed file.
+  // Tries `path` (open_verify); on success sets *found to the parsed file.
+  // A file that cannot be opened, or is of another class or machine, is
+  // passed over (Continue) with last_errno_ set as open_verify leaves errno;
+  // a file that opens but is unusable ends the load (Fatal, fatal_ set).
   Verdict try_file(const std::string& path, const std::string& source, Resolution& r,
                    std::shared_ptr<ParsedFile>* found, host::FileStat* st) {
     std::shared_ptr<ParsedFile> pf = impl_.open_verify(path, st);
-    if (!pf) {
-      r.tried.push_back({path, source, st->error == EACCES ? "permission denied" : "no such file"});
-      // open_path: errors other than ENOENT/EACCES stop this path list.
-      if (st->kind == host::FileKind::Error && st->error != EACCES && st->error != ENOENT) {
-        r.tried.back().outcome = errno_text(st->error);
-        return Verdict::Fatal;
-      }
+    int err = !pf ? (st->error ? st->error : ENOENT) : pf->open_error;
+    if (err) {
+      last_errno_ = err;
+      r.tried.push_back({path, source,
+                         err == ENOENT   ? "no such file"
+                         : err == EACCES ? "permission denied"
+                                         : errno_text(err)});
       return Verdict::Continue;
     }
     if (pf->other_class) {
+      last_errno_ = ENOENT;
+      found_other_class_ = true;
       r.tried.push_back({path, source, "wrong ELF class"});
       return Verdict::Continue;
     }
     if (pf->other_machine) {
+      last_errno_ = ENOENT;
       r.tried.push_back({path, source, "wrong machine"});
       return Verdict::Continue;
     }
@@ -560,8 +618,13 @@ class Mapper {
                       std::shared_ptr<ParsedFile>* found, std::string* path_out,
                       host::FileStat* st) {
     for (const SearchDir& d : dirs) {
-      if (!impl_.directory_exists(d.dir)) {
+      // fillin_rpath: a relative directory is never marked nonexisting (the
+      // cwd may change), so open_path always opens in it; an absolute one
+      // that is not a directory is skipped without an errno that counts.
+      bool relative = d.dir.empty() || d.dir[0] != '/';
+      if (!relative && !impl_.directory_exists(d.dir)) {
         r.tried.push_back({host::join_path(d.dir, name), d.source, "directory does not exist"});
+        last_errno_ = ENOENT;
         continue;
       }
       const std::vector<std::string>& tried_dirs = impl_.subdirs_of(d.dir);
@@ -574,11 +637,12 @@ class Mapper {
           *path_out = path;
           return v;
         }
-        if (v == Verdict::Fatal) {
-          // A fatal file error ends the load; an odd errno only this list.
-          return fatal_.empty() ? Verdict::Continue : Verdict::Fatal;
-        }
+        if (v == Verdict::Fatal) return v;
       }
+      // open_path: after the last try in a directory (the directory itself),
+      // an errno other than ENOENT or EACCES ends this list; the caller goes
+      // on with the next one.
+      if (last_errno_ != ENOENT && last_errno_ != EACCES) return Verdict::Continue;
     }
     return Verdict::Continue;
   }
@@ -591,14 +655,17 @@ class Mapper {
     return false;
   }
 
-  // Finds `name` among the loaded objects (_dl_map_object's first loop).
+  // Finds `name` among the loaded objects (_dl_map_object's first loop:
+  // _dl_name_match_p on l_name and l_libname, then DT_SONAME).
   std::optional<size_t> find_loaded(std::string_view name) {
     for (size_t i = 0; i < p_.objects.size(); i++) {
       Object& o = p_.objects[i];
       if (o.faked || o.removed) continue;
-      if (o.path == name) return i;
-      for (const std::string& n : o.names)
-        if (n == name) return i;
+      if (!o.started_by_exec) {
+        if (o.path == name) return i;
+        for (const std::string& n : o.names)
+          if (n == name) return i;
+      }
       if (o.elf && o.elf->soname() && *o.elf->soname() == name) {
         o.names.emplace_back(name);
         return i;
@@ -613,6 +680,8 @@ class Mapper {
                         std::optional<size_t> caller, int depth) {
     Resolution r;
     r.name = name;
+    last_errno_ = 0;
+    found_other_class_ = false;
     if (std::optional<size_t> hit = find_loaded(name)) {
       r.how = How::Loaded;
       r.object = *hit;
@@ -704,6 +773,13 @@ class Mapper {
     if (v != Verdict::Found) {
       r.how = How::NotFound;
       if (!fatal_.empty()) return r;
+      if (!trace_) {
+        // _dl_map_object outside trace mode: the load ends here.
+        fatal_ = found_other_class_
+                     ? name + (config_.is_64 ? ": wrong ELF class: ELFCLASS32" : ": wrong ELF class: ELFCLASS64")
+                     : name + ": cannot open shared object file: " + errno_text(last_errno_ ? last_errno_ : ENOENT);
+        return r;
+      }
       // Trace mode: a faked map that never matches later lookups.
       Object o;
       o.path = name;
@@ -714,10 +790,11 @@ class Mapper {
       r.object = add(std::move(o));
       return r;
     }
-    // _dl_map_object_from_fd: same inode as a loaded object means that object.
+    // _dl_map_object_from_fd: same inode as a loaded object means that
+    // object (_dl_file_id_match_p; the main program and ld.so have none).
     for (size_t i = 0; i < p_.objects.size(); i++) {
       Object& o = p_.objects[i];
-      if (o.faked || o.removed || !o.file) continue;
+      if (o.faked || o.removed || !o.file || o.file_id == host::FileId{}) continue;
       if (o.file_id == st.id) {
         if (std::find(o.names.begin(), o.names.end(), name) == o.names.end()) o.names.push_back(name);
         r.object = i;
@@ -732,18 +809,19 @@ class Mapper {
     o.depth = depth;
     o.file = found->file;
     o.elf = found->elf;
+    // _dl_map_object_from_fd's errors name the object as it was asked for.
     if (o.elf->e_type() != elf::ET_DYN) {
-      fatal_ = path + ": cannot dynamically load executable";
+      fatal_ = name + ": cannot dynamically load executable";
       r.how = How::NotFound;
       return r;
     }
     if (o.elf->dt_flags_1() & elf::DF_1_PIE) {
-      fatal_ = path + ": cannot dynamically load position-independent executable";
+      fatal_ = name + ": cannot dynamically load position-independent executable";
       r.how = How::NotFound;
       return r;
     }
     if (!o.elf->has_dynamic()) {
-      fatal_ = path + ": object file has no dynamic section";
+      fatal_ = name + ": object file has no dynamic section";
       r.how = How::NotFound;
       return r;
     }
@@ -814,9 +892,9 @@ class Mapper {
     o.path = interp;
     o.names = {interp};
     if (pf && pf->elf) {
+      // No l_file_id: rtld.c never sets one for its own map.
       o.file = pf->file;
       o.elf = pf->elf;
-      o.file_id = st.id;
       if (pf->elf->soname()) o.names.emplace_back(*pf->elf->soname());
     }
     o.depth = 1;
@@ -824,6 +902,13 @@ class Mapper {
   }
 
   std::string fatal_;
+  // Trace mode (LD_TRACE_LOADED_OBJECTS): a missing object becomes a faked
+  // map and the load goes on; false for dlopen(), where it ends the call.
+  bool trace_ = true;
+  // errno as open_verify/open_path leave it for the current map_object, and
+  // whether a file of the other ELF class was passed over.
+  int last_errno_ = 0;
+  bool found_other_class_ = false;
   std::vector<size_t> order_;
   std::vector<std::unique_ptr<std::vector<SearchDir>>> rpath_memo_[2];  // [runpath]
   std::optional<std::vector<SearchDir>> llp_dirs_;
@@ -876,7 +961,7 @@ void reorder(Process& p, const std::vector<size_t>& bfs, std::optional<size_t> r
 
 }  // namespace
 
-Process Loader::load_program(const std::string& path) {
+Process Loader::load_program(const std::string& path, ProgramStart start) {
   Process p;
   p.objects.reserve(64);
   Mapper m(*impl_, config_, p);
@@ -896,12 +981,17 @@ Process Loader::load_program(const std::string& path) {
     p.errors.push_back(path + ": " + pf->error);
     return p;
   }
+  // The main map has no l_file_id (the kernel mapped it, or rtld.c clears it
+  // for __RTLD_OPENEXEC).
   Object main;
   main.path = path;
   main.names = {path};
-  main.file_id = st.id;
   main.file = pf->file;
   main.elf = pf->elf;
+  // Only a file with PT_INTERP can be started by exec(); a shared library
+  // given as the input is seen as `ld.so PATH` sees it, which is also how it
+  // is seen when some process loads it by that path.
+  main.started_by_exec = start == ProgramStart::Exec && pf->elf->interp();
   p.objects.push_back(std::move(main));
   if (!pf->elf->has_dynamic()) {
     p.errors.push_back(path + ": not a dynamic executable");
@@ -928,6 +1018,7 @@ std::vector<size_t> Loader::dlopen(Process& process, const std::string& name,
                                    std::optional<size_t> caller, std::string* error) {
   size_t before = process.objects.size();
   Mapper m(*impl_, config_, process);
+  m.trace_ = false;
   // Without a caller the main program's RPATH applies, as for a dlopen from
   // it; a process without objects yet has none.
   std::optional<size_t> from = caller;
