@@ -111,58 +111,6 @@ int severity_rank(Severity s) { return s == Severity::Error ? 0 : s == Severity:
 
 }  // namespace
 
-std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts::CpuFacts& cpu) {
-  if (!cpu.online) return std::nullopt;
-  // cpuinfo (x86, Linux): each processor's APIC ID from /proc/cpuinfo, the
-  // SMT bits from CPUID; processors equal outside those bits are one core.
-  const host::CpuFeatures f = host.cpu_features();
-  if (f.smt_bits_known) {
-    if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4 << 20)) {
-      const u64 smt_mask = ((u64{1} << f.smt_bits_length) - 1) << f.smt_bits_offset;
-      std::map<u32, u64> apic_of;
-      std::optional<u32> processor;
-      size_t pos = 0;
-      while (pos < info->size()) {
-        size_t end = info->find('\n', pos);
-        if (end == std::string::npos) end = info->size();
-        std::string_view line(info->data() + pos, end - pos);
-        pos = end + 1;
-        size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        std::string key(trim(line.substr(0, colon))), value(trim(line.substr(colon + 1)));
-        try {
-          if (key == "processor") processor = static_cast<u32>(std::stoul(value));
-          else if (key == "apicid" && processor) apic_of[*processor] = std::stoull(value);
-        } catch (const std::exception&) {
-          processor.reset();
-        }
-      }
-      std::set<u64> cores;
-      bool all = true;
-      for (u32 c : *cpu.online) {
-        auto it = apic_of.find(c);
-        if (it == apic_of.end()) {
-          all = false;
-          break;
-        }
-        cores.insert(it->second & ~smt_mask);
-      }
-      if (all && !cores.empty()) return static_cast<u32>(cores.size());
-    }
-  }
-  // Elsewhere: the kernel's topology, distinct (package, core) pairs.
-  std::set<std::pair<std::string, std::string>> cores;
-  for (u32 c : *cpu.online) {
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
-    std::optional<std::string> pkg = host.read_file(dir + "physical_package_id", 64);
-    std::optional<std::string> core = host.read_file(dir + "core_id", 64);
-    if (!pkg || !core) return std::nullopt;
-    cores.emplace(trim(*pkg), trim(*core));
-  }
-  if (cores.empty()) return std::nullopt;
-  return static_cast<u32>(cores.size());
-}
-
 namespace {
 
 u16 native_machine() {
@@ -246,7 +194,6 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   hostfacts::CollectOptions co;
   co.ranks_per_node = options.ranks_per_node;
   r.facts = hostfacts::collect(host, co);
-  r.physical_cores = options.physical_cores ? options.physical_cores : count_physical_cores(host, r.facts.host.cpu);
 
   u16 machine = native_machine();
   loader::SearchConfig config = loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
@@ -307,6 +254,11 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     }
   } else if (r.python) {
     r.imports_error = "the C library's release could not be read (pass --glibc)";
+  }
+
+  if (r.python) {
+    r.torch_build = describe_torch_build(host, *r.python, r.imports ? &*r.imports : nullptr);
+    r.torch_threads = torch_default_threads(r.torch_build, r);
   }
 
   jit::JitOptions jo;

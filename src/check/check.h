@@ -40,9 +40,6 @@ struct CheckOptions {
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // override of the detected release ("2.31")
   std::string cwd;                    // the job's directory (Megatron's fused_kernels/build)
-  // Cores as cpuinfo counted them on the machine a snapshot was taken on
-  // (CPUID cannot be asked under --root).
-  std::optional<u32> physical_cores;
 };
 
 // One OpenMP runtime the simulated process would hold.
@@ -82,6 +79,37 @@ struct StackLibrary {
 // The sonames StackLibrary reports, in report order.
 const std::vector<std::string>& stack_library_sonames();
 
+// What the installed torch was built as, read from its files (torch-threads.cc).
+struct TorchBuildFacts {
+  bool installed = false;
+  pyenv::TorchBuild build;              // version.py and ATen/Config.h
+  std::string libc10, libtorch_cpu;     // as the simulated import loaded them
+  std::optional<u16> e_machine;         // of libtorch_cpu (else libc10)
+  // libc10 exports c10::TaskThreadPoolBase::defaultNumThreads() (torch >=
+  // 2.2; before, it was inline in a header); nullopt without libc10.
+  std::optional<bool> exports_default_num_threads;
+  bool libc10_needs_cpuinfo = false;    // DT_NEEDED libcpuinfo (Debian-style builds)
+  bool rodata_read = false;             // libtorch_cpu's .rodata was searched
+  bool no_mkl_string = false;           // ... and holds "MKL not found": no MKL
+};
+
+// torch.get_num_threads() right after `import torch`, before anyone changes
+// it, and the rule of the installed build that gives it.
+struct TorchThreads {
+  bool torch = false;          // torch is installed
+  std::optional<u32> count;    // nullopt: cannot be known here (`unknown` says why)
+  std::string rule;            // the code that decides, in words
+  std::string basis;           // its inputs and arithmetic on this machine
+  std::string unknown;
+  std::vector<std::string> evidence;  // how the build was recognised
+};
+
+TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Environment& env,
+                                     const struct ImportSimulation* sim);
+
+struct CheckReport;
+TorchThreads torch_default_threads(const TorchBuildFacts& build, const CheckReport& report);
+
 struct CheckReport {
   hostfacts::Facts facts;
   std::optional<loader::GlibcVersion> glibc;
@@ -89,7 +117,8 @@ struct CheckReport {
   std::string python_error;
   std::optional<ImportSimulation> imports;   // nullopt without a Python environment
   std::string imports_error;                 // why the simulation could not run
-  std::optional<u32> physical_cores;         // torch's default intra-op thread count
+  TorchBuildFacts torch_build;               // the installed torch, from its files
+  TorchThreads torch_threads;                // its default intra-op thread count here
   jit::JitReport jit;                        // extension build caches and toolchain
   gpu::GpuFacts gpu;                         // GPUs, HCAs, interfaces, PCI topology
   std::vector<StackLibrary> libraries;       // empty when the C library's release is unknown
@@ -100,13 +129,6 @@ struct CheckReport {
 // Throws only on errors of the tool itself; an environment that cannot be
 // described becomes CheckReport::python_error.
 CheckReport run_check(const host::Host& host, const CheckOptions& options);
-
-// Cores as PyTorch's cpuinfo counts them (its default intra-op thread count
-// when fewer than the processors): on a live x86 host, online processors
-// whose /proc/cpuinfo APIC IDs differ only in the CPUID SMT bits are one
-// core — on some VMs that is fewer than the kernel's topology shows; else
-// distinct (package, core) pairs of /sys/devices/system/cpu/cpu*/topology.
-std::optional<u32> count_physical_cores(const host::Host& host, const hostfacts::CpuFacts& cpu);
 
 // threads.cc: THR001 and THR002 from the facts and the simulated process.
 void find_thread_hazards(const CheckReport& report, FindingSink& sink);

@@ -11,7 +11,10 @@
 // NUMBA_NUM_THREADS) at its first parallel use, and torch's get_num_threads()
 // is omp_get_max_threads() of the same libgomp — so torch's count silently
 // becomes numba's (numba/numba#9387). Predicted from the replayed process:
-// numba's omppool and torch resolving libgomp.so.1 to the same object.
+// numba's omppool and torch resolving libgomp.so.1 to the same object, and
+// torch's count from the rule of the installed build (torch-threads.cc).
+// When that count cannot be known, the finding says why and asks to pin both
+// pools to one value: never a silent "no findings" on seed 003.
 #include <algorithm>
 
 #include "check/check.h"
@@ -112,25 +115,7 @@ void find_numba_resets_torch(const CheckReport& report, FindingSink& sink) {
 
   const hostfacts::HostFacts& h = report.facts.host;
   const hostfacts::ThreadSettings& t = report.facts.env.threads;
-  // torch: intraop_default_num_threads() — OMP_NUM_THREADS, MKL_NUM_THREADS,
-  // else physical cores.
-  std::optional<u32> before;
-  std::string before_why;
-  if (std::optional<u32> omp = first_count(t.omp_num_threads)) {
-    before = *omp;
-    before_why = "OMP_NUM_THREADS=" + std::to_string(*omp);
-  } else if (t.mkl_num_threads) {
-    before = *t.mkl_num_threads;
-    before_why = "MKL_NUM_THREADS=" + std::to_string(*t.mkl_num_threads);
-  } else if (report.physical_cores && h.cpu.online) {
-    // c10 TaskThreadPoolBase::defaultNumThreads(): cpuinfo's cores when
-    // fewer than its processors, else the processors.
-    const u32 processors = static_cast<u32>(h.cpu.online->size());
-    before = *report.physical_cores < processors ? *report.physical_cores : processors;
-    before_why = *report.physical_cores < processors
-                     ? "torch's default: " + std::to_string(*report.physical_cores) + " core(s) as cpuinfo counts them"
-                     : "torch's default: the " + std::to_string(processors) + " processors";
-  }
+  const TorchThreads& torch = report.torch_threads;
   // numba: NUMBA_NUM_THREADS, else len(os.sched_getaffinity(0)).
   std::optional<u32> after;
   std::string after_why;
@@ -141,23 +126,57 @@ void find_numba_resets_torch(const CheckReport& report, FindingSink& sink) {
     after = static_cast<u32>(h.cpu.affinity ? h.cpu.affinity->size() : h.cpu.online->size());
     after_why = "NUMBA_NUM_THREADS unset: the affinity mask, cgroup quota ignored";
   }
-  if (!before || !after || *before == *after) return;
+  if (torch.count && after && *torch.count == *after) return;
 
   const std::string gomp = p.objects[*numba_gomp].path;
   Finding f;
   f.rule = "THR002";
   f.severity = Severity::Warning;
   f.subject = "torch.get_num_threads()";
-  f.message = "numba's OpenMP threading layer would change torch's thread count from " + std::to_string(*before) +
-              " to " + std::to_string(*after) + " at numba's first parallel call: both run on " + gomp;
-  f.evidence.push_back({"torch: " + std::to_string(*before) + " (" + before_why + ")", "", std::nullopt});
-  f.evidence.push_back({"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
-                        std::nullopt});
+  const std::string torch_line = torch.rule.empty() ? std::string("torch") : "torch's rule: " + torch.rule;
+  if (torch.count && after) {
+    f.message = "numba's OpenMP threading layer would change torch's thread count from " +
+                std::to_string(*torch.count) + " to " + std::to_string(*after) +
+                " at numba's first parallel call: both run on " + gomp;
+    f.evidence.push_back({"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
+    f.evidence.push_back({"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
+                          std::nullopt});
+    f.evidence.push_back({omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
+    f.evidence.push_back({torch_line, "", std::nullopt});
+    for (const std::string& e : torch.evidence) f.evidence.push_back({e, "", std::nullopt});
+    f.fix = "export NUMBA_NUM_THREADS=" + std::to_string(*torch.count) +
+            " so numba asks for torch's count; or call torch.set_num_threads() after numba's first parallel "
+            "call; or NUMBA_THREADING_LAYER=workqueue to keep numba off libgomp";
+    f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(*torch.count));
+    sink.add(std::move(f));
+    return;
+  }
+  // Not sure: the two pools share one runtime and nothing pins them to one
+  // value, so torch's count may change. Pin both: right whatever torch's
+  // default is. The value is the per-rank share THR001 also recommends.
+  const u32 ranks = std::max<u32>(1, h.ranks_per_node.count.value_or(1));
+  const u32 pin = h.cpu.usable ? std::max<u32>(1, *h.cpu.usable / ranks) : after.value_or(1);
+  const std::string why = !torch.count ? "torch's default cannot be known here: " + torch.unknown
+                                       : "numba's count cannot be known here: the affinity mask and the online CPUs are unknown";
+  f.message = "numba's OpenMP threading layer sets the thread count of " + gomp +
+              ", which torch shares, at numba's first parallel call" +
+              (after ? " (to " + std::to_string(*after) + ")" : std::string()) +
+              "; whether that changes torch's count is not certain: " + why;
+  if (torch.count)
+    f.evidence.push_back({"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
+  else
+    f.evidence.push_back({"torch: unknown (" + torch.unknown + ")", "", std::nullopt});
+  if (after)
+    f.evidence.push_back({"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
+                          std::nullopt});
   f.evidence.push_back({omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
-  f.fix = "export NUMBA_NUM_THREADS=" + std::to_string(*before) +
-          " so numba asks for torch's count; or call torch.set_num_threads() after numba's first parallel "
-          "call; or NUMBA_THREADING_LAYER=workqueue to keep numba off libgomp";
-  f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(*before));
+  f.evidence.push_back({torch_line, "", std::nullopt});
+  for (const std::string& e : torch.evidence) f.evidence.push_back({e, "", std::nullopt});
+  f.fix = "pin both pools to one value before Python starts: export OMP_NUM_THREADS=" + std::to_string(pin) +
+          " NUMBA_NUM_THREADS=" + std::to_string(pin) +
+          " (right whatever torch's default is); or NUMBA_THREADING_LAYER=workqueue to keep numba off libgomp";
+  f.env_fix.push_back("OMP_NUM_THREADS=" + std::to_string(pin));
+  f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(pin));
   sink.add(std::move(f));
 }
 

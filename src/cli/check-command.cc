@@ -53,7 +53,12 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
   sys += "Linux " + f.kernel_release.value_or("unknown") + " · glibc " + f.glibc_version.value_or("unknown");
   if (f.container.detected) sys += " · container: " + f.container.kind;
   h.rows.push_back({"Host", sys});
-  h.rows.push_back({"CPUs", cpu_row(f.cpu, r.physical_cores) + (f.cpu_model ? " · " + *f.cpu_model : "")});
+  std::string cpus = cpu_row(f.cpu, f.cpuinfo.cores) + (f.cpu_model ? " · " + *f.cpu_model : "");
+  // The cores are cpuinfo's (what torch >= 2.4 sizes its pool with); say
+  // when they cannot be counted rather than print a guess.
+  if (!f.cpuinfo.unknown.empty() && !f.architecture.empty()) cpus += " · cores unknown: " + f.cpuinfo.unknown;
+  else if (f.cpuinfo.unknown.empty() && !f.cpuinfo.initialised) cpus += " · cpuinfo would fail to initialise";
+  h.rows.push_back({"CPUs", cpus});
   if (!f.numa_nodes.empty()) {
     std::string n = std::to_string(f.numa_nodes.size()) + " node" + (f.numa_nodes.size() == 1 ? "" : "s");
     for (const hostfacts::NumaNode& node : f.numa_nodes)
@@ -126,6 +131,11 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
     h.rows.push_back({"Imports", t});
   } else if (!r.imports_error.empty()) {
     h.rows.push_back({"Imports", "not simulated: " + r.imports_error});
+  }
+  if (r.torch_threads.torch) {
+    const check::TorchThreads& t = r.torch_threads;
+    h.rows.push_back({"Threads", t.count ? "torch starts with " + std::to_string(*t.count) + " (" + t.rule + "; " + t.basis + ")"
+                                         : "torch's default unknown: " + t.unknown});
   }
   std::string env;
   for (const hostfacts::EnvVar& v : r.facts.env.variables) env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
@@ -211,9 +221,6 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
   co.ranks_per_node = opts.ranks_per_node;
   co.glibc = opts.glibc;
   if (co.glibc.empty()) co.glibc = snapshot::snapshot_fact(host, "glibc").value_or("");
-  if (std::optional<std::string> cores = snapshot::snapshot_fact(host, "cores"))
-    if (!cores->empty() && cores->find_first_not_of("0123456789") == std::string::npos && cores->size() < 6)
-      co.physical_cores = static_cast<u32>(std::stoul(*cores));
   if (host.is_live_root()) {
     char buf[4096];
     if (getcwd(buf, sizeof buf)) co.cwd = buf;
@@ -236,10 +243,19 @@ nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& 
   json host_j, env_j;
   hostfacts::to_json(host_j, r.facts.host);
   hostfacts::to_json(env_j, r.facts.env);
-  host_j["physical_cores"] = r.physical_cores ? json(*r.physical_cores) : json(nullptr);
+  // cpuinfo's cores (the name predates the model of cpuinfo; kept for readers of check/1).
+  host_j["physical_cores"] = r.facts.host.cpuinfo.cores ? json(*r.facts.host.cpuinfo.cores) : json(nullptr);
   host_j["gpu"] = r.gpu;
   json py = python_json(r);
   if (header.j.contains("torch_cuda")) py["torch_cuda"] = header.j["torch_cuda"];
+  if (r.torch_threads.torch) {
+    const check::TorchThreads& t = r.torch_threads;
+    py["torch_threads"] = {{"count", t.count ? json(*t.count) : json(nullptr)},
+                           {"rule", t.rule},
+                           {"basis", t.basis},
+                           {"unknown", t.unknown.empty() ? json(nullptr) : json(t.unknown)},
+                           {"evidence", t.evidence}};
+  }
   json libs = json::array();
   for (const check::StackLibrary& l : r.libraries)
     libs.push_back({{"soname", l.soname},

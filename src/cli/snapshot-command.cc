@@ -29,15 +29,16 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
   co.python = opts.python;
   check::CheckReport r = check::run_check(host, co);
   // What the live checks learn from system calls or CPUID, as files that
-  // `check --root` reads instead: resource limits, the CPU topology.
+  // `check --root` reads instead: resource limits, and the CPUID leaves the
+  // cpuinfo model used (host::kCpuidFile, in `cpuid -r` form).
   host.read_file("/proc/self/limits");
-  if (r.facts.host.cpu.online)
-    for (u32 c : *r.facts.host.cpu.online)
-      for (const char* f : {"core_id", "physical_package_id"})
-        host.read_file("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/" + f, 64);
   std::map<std::string, std::string> facts;
   if (r.facts.host.glibc_version) facts["glibc"] = *r.facts.host.glibc_version;
-  if (r.physical_cores) facts["cores"] = std::to_string(*r.physical_cores);
+  if (std::optional<host::CpuidDump> cpuid = host.cpuid(nullptr)) {
+    std::string dump = host::format_cpuid_dump(*cpuid);
+    if (!dump.empty() && dump.back() == '\n') dump.pop_back();  // write_snapshot adds the newline
+    facts[std::string(base_name(host::kCpuidFile))] = dump;
+  }
   snapshot::Written w = snapshot::write_snapshot(*log, host.environment(), facts, opts.out);
   std::printf("wrote %s: %zu files, %zu directories, %zu links, %zu variable%s masked (%llu bytes)\n",
               opts.out.c_str(), w.files, w.directories, w.links, w.masked, w.masked == 1 ? "" : "s",

@@ -303,7 +303,7 @@ CpuFeatures cpuid_features() {
   std::memcpy(vendor + 8, &c, 4);
   const bool intel = std::string_view(vendor) == "GenuineIntel";
   __cpuid(1, a, b, c, d);
-  const unsigned ebx1 = b, ecx1 = c, edx1 = d;
+  const unsigned ecx1 = c, edx1 = d;
   unsigned ebx7 = 0;
   if (max_leaf >= 7) {
     __cpuid_count(7, 0, a, b, c, d);
@@ -348,38 +348,6 @@ CpuFeatures cpuid_features() {
         if (avx512f && avx512bw && avx512cd && avx512dq && avx512vl) f.x86_64_level = 4;
       }
     }
-  }
-  // SMT bits of the APIC ID: cpuinfo's src/x86/topology.c. bit_length(n)
-  // is the bits needed to number n items (0 for one).
-  auto bit_length = [](unsigned n) -> unsigned { return n <= 1 ? 0 : 32 - __builtin_clz(n - 1); };
-  f.smt_bits_known = true;
-  if (bit(edx1, 28)) {  // HTT
-    const bool cmp_legacy = bit(ecx81, 1);
-    unsigned core_bits = 0;
-    if (cmp_legacy) {
-      if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000008) {
-        __cpuid(0x80000008, a, b, c, d);
-        core_bits = bit_length(1 + (c & 0xff));
-      } else if (unsigned cores = (ebx1 >> 16) & 0xff) {
-        core_bits = bit_length(cores);
-      }
-    } else if (unsigned logical = (ebx1 >> 16) & 0xff) {
-      f.smt_bits_length = bit_length(logical) - core_bits;
-    }
-  }
-  if (bit(ecx1, 21) && max_leaf >= 0xB) {  // x2APIC: leaf 0xB levels
-    f.smt_bits_offset = f.smt_bits_length = 0;
-    unsigned level = 0, type = 0, shift = 0;
-    do {
-      __cpuid_count(0xB, level, a, b, c, d);
-      type = (c >> 8) & 0xff;
-      if (type == 1) {
-        f.smt_bits_offset = shift;
-        f.smt_bits_length = a & 0x1f;
-      }
-      shift += a & 0x1f;
-      level++;
-    } while (type != 0 && level < 16);
   }
   if (intel) {
     if (avx512cd && avx512er) {

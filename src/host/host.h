@@ -50,14 +50,37 @@ struct CpuFeatures {
   // "xeon_phi" on capable Intel CPUs, else "x86_64" (x86-64 only).
   std::string platform = "x86_64";
   bool avx512_1 = false;  // glibc's legacy "avx512_1" hwcap (Intel only)
-  // The APIC ID bits that number the SMT threads of a core, as PyTorch's
-  // cpuinfo derives them from CPUID (leaf 1 HTT/logical count, AMD's
-  // CmpLegacy and leaf 0x80000008, leaf 0xB): processors whose APIC IDs
-  // differ only there are one core. Live x86 hosts only.
-  bool smt_bits_known = false;
-  u32 smt_bits_offset = 0;
-  u32 smt_bits_length = 0;
 };
+
+// One answer of the CPUID instruction.
+struct CpuidRegs {
+  u32 eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+// The CPUID answers of one logical CPU, keyed by (leaf, sub-leaf), as Todd
+// Allen's `cpuid -r` prints them (cpuid.cc). What models of CPUID-reading
+// software (PyTorch's cpuinfo) run on, live or replayed from a snapshot.
+struct CpuidDump {
+  u32 cpu = 0;  // the logical CPU that answered
+  std::map<std::pair<u32, u32>, CpuidRegs> leaves;
+  // The registers of a leaf; zeros when it was not recorded (callers check
+  // the maximum leaf first, as software on the CPU does).
+  CpuidRegs query(u32 leaf, u32 subleaf = 0) const;
+  bool has(u32 leaf, u32 subleaf = 0) const;
+  std::string vendor() const;  // leaf 0: "GenuineIntel", "AuthenticAMD", ...
+};
+
+// The file of an analysed tree that holds the CPUID dump: written by
+// `mldoctor snapshot`, present in CPU fixtures.
+inline constexpr std::string_view kCpuidFile = "/.mldoctor/cpuid";
+
+// Parses `cpuid -r` text: "CPU n:" sections of "0xLEAF 0xSUB: eax=0x..
+// ebx=0x.. ecx=0x.. edx=0x.." lines (other lines are skipped). Keeps the
+// section of `want_cpu`, else the first one. nullopt with *error set when a
+// leaf line is malformed or no leaf is found.
+std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* error,
+                                          std::optional<u32> want_cpu = std::nullopt);
+std::string format_cpuid_dump(const CpuidDump& dump);
 
 // What a Host was asked to read, for `mldoctor snapshot`: every file's
 // contents as returned, every directory listing, every symlink target, and
@@ -143,6 +166,11 @@ class Host {
 
   // CPU features from /proc/cpuinfo under the root (x86 flags).
   CpuFeatures cpu_features() const;
+  // The CPUID answers of the analysed machine: on the live x86 machine the
+  // CPU this thread runs on, under a root the dump at kCpuidFile. nullopt
+  // with *why set when there is none (not x86, a tree without a dump, a
+  // malformed dump).
+  std::optional<CpuidDump> cpuid(std::string* why) const;
 
  private:
   FileStat stat_unlogged(std::string_view path) const;

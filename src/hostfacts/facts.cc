@@ -207,6 +207,13 @@ void to_json(json& j, const HostFacts& f) {
       {"rdma_devices", f.rdma_devices},
       {"os", opt(f.os_name)},
       {"cpu_model", opt(f.cpu_model)},
+      {"architecture", f.architecture.empty() ? json(nullptr) : json(f.architecture)},
+      {"cpuinfo",
+       {{"unknown", f.cpuinfo.unknown.empty() ? json(nullptr) : json(f.cpuinfo.unknown)},
+        {"initialised", f.cpuinfo.initialised},
+        {"processors", opt(f.cpuinfo.processors)},
+        {"cores", opt(f.cpuinfo.cores)},
+        {"steps", f.cpuinfo.steps}}},
       {"nvidia_driver", opt(f.nvidia_driver)},
       {"gpus", f.gpus},
   };

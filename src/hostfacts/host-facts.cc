@@ -361,6 +361,8 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
     f.os_name = field(*os, "PRETTY_NAME", '=');
   if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4 << 20))
     f.cpu_model = field(*info, "model name", ':');
+  f.architecture = analysed_architecture(host);
+  f.cpuinfo = count_cpuinfo(host, f.architecture);
   collect_gpus(host, f);
   return f;
 }

@@ -79,6 +79,47 @@ struct NumaNode {
 // /sys/devices/system/node/node*; empty when the directory is missing.
 std::vector<NumaNode> collect_numa_nodes(const host::Host& host);
 
+// cpuinfo-count.cc ///////////////////////////////////////////////////////////
+
+// What PyTorch's cpuinfo library (pytorch/cpuinfo, linked into torch >= 2.0)
+// reports on the analysed machine, computed as its Linux code computes it
+// from /sys/devices/system/cpu, /proc/cpuinfo and CPUID.
+struct CpuinfoCounts {
+  // Non-empty: the counts cannot be known here (no CPUID data for an x86
+  // machine, an architecture the model does not cover); nothing else is set.
+  std::string unknown;
+  // cpuinfo_initialize()'s result; false also when unknown. When it fails,
+  // torch falls back to std::thread::hardware_concurrency().
+  bool initialised = false;
+  std::optional<u32> processors;  // cpuinfo_get_processors_count()
+  std::optional<u32> cores;       // cpuinfo_get_cores_count()
+  // ARM64 only: cpuinfo before commit 20bd32c (torch <= 2.4, Debian 12's
+  // libcpuinfo0) counts present and possible processors whether or not
+  // /proc/cpuinfo lists them (offline ones too); later ones only listed ones
+  // (`processors` and `cores`).
+  std::optional<u32> arm_unlisted_processors;
+  std::vector<std::string> steps; // how the counts were reached, for the report
+};
+
+// "x86_64" or "aarch64" for the analysed machine (the build's architecture
+// live; under a root what its /proc/cpuinfo describes), "" when unknown.
+std::string analysed_architecture(const host::Host& host);
+
+// Everything cpuinfo reads on Linux, as text (nullopt: unreadable), so the
+// model is a pure function of it (and fuzzable).
+struct CpuinfoInputs {
+  std::string arch;                        // analysed_architecture()
+  std::optional<host::CpuidDump> cpuid;    // x86: the leaves of the CPU cpuinfo runs on
+  std::string cpuid_missing;               // why there is none
+  std::optional<std::string> kernel_max;   // /sys/devices/system/cpu/kernel_max
+  std::optional<std::string> possible;     // .../possible
+  std::optional<std::string> present;      // .../present
+  std::optional<std::string> proc_cpuinfo; // /proc/cpuinfo
+};
+CpuinfoInputs read_cpuinfo_inputs(const host::Host& host, const std::string& arch);
+CpuinfoCounts count_cpuinfo(const CpuinfoInputs& inputs);
+CpuinfoCounts count_cpuinfo(const host::Host& host, const std::string& arch);
+
 // host-facts.cc //////////////////////////////////////////////////////////////
 
 struct MemoryFacts {
@@ -143,6 +184,8 @@ struct HostFacts {
   std::vector<std::string> rdma_devices;  // /sys/class/infiniband entries
   std::optional<std::string> os_name;     // PRETTY_NAME of /etc/os-release
   std::optional<std::string> cpu_model;   // the first "model name" of /proc/cpuinfo
+  std::string architecture;               // analysed_architecture()
+  CpuinfoCounts cpuinfo;                  // PyTorch's cpuinfo counts on this machine
   // The NVIDIA kernel module's version and each GPU's model, from
   // /proc/driver/nvidia (no driver library is loaded); empty without one.
   std::optional<std::string> nvidia_driver;

@@ -466,29 +466,86 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
   return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 
-// torch/version.py holds `cuda = '12.1'` (or `cuda = None` for a CPU build),
-// written by torch's build; read as text, never imported.
+namespace {
+
+// `name = 'value'` / `name = None` of a generated Python file: the quoted
+// value, "" for None, nullopt when the line is absent.
+std::optional<std::string> assignment(std::string_view text, std::string_view name) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.starts_with(name)) continue;
+    std::string_view rest = trim(line.substr(name.size()));
+    if (!rest.starts_with("=")) continue;
+    std::string_view v = trim(rest.substr(1));
+    if (v.starts_with("None")) return std::string();
+    if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"')) {
+      size_t close = v.find(v.front(), 1);
+      if (close != std::string_view::npos) return std::string(v.substr(1, close - 1));
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// "#define AT_MKL_ENABLED() 1" / "#define AT_PARALLEL_OPENMP 1".
+std::optional<bool> config_switch(std::string_view text, std::string_view macro) {
+  const std::string key = "#define " + std::string(macro);
+  size_t pos = text.find(key);
+  while (pos != std::string_view::npos) {
+    size_t after = pos + key.size();
+    if (after < text.size() && (text[after] == ' ' || text[after] == '\t')) {
+      std::string_view v = trim(text.substr(after, text.find('\n', after) - after));
+      if (v == "1") return true;
+      if (v == "0") return false;
+      return std::nullopt;
+    }
+    pos = text.find(key, after);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// torch/version.py holds `__version__ = '2.1.0+cu121'` and `cuda = '12.1'`
+// (or `cuda = None` for a CPU build), written by torch's build; read as
+// text, never imported.
 TorchBuild torch_build(const host::Host& host, const Environment& env) {
   TorchBuild b;
   const ImportedPackage* t = env.find_package("torch");
   if (!t) return b;
   std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16);
   if (!text) return b;
-  size_t pos = 0;
-  while (pos < text->size()) {
-    size_t end = text->find('\n', pos);
-    if (end == std::string::npos) end = text->size();
-    std::string line = text->substr(pos, end - pos);
-    pos = end + 1;
-    if (!line.starts_with("cuda")) continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string v = line.substr(eq + 1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.pop_back();
-    v.erase(0, v.find_first_not_of(' '));
-    b.known = true;
-    if (v.find("None") == std::string::npos && v.size() >= 2) b.cuda = v.substr(1, v.size() - 2);
-    break;
+  std::optional<std::string> cuda = assignment(*text, "cuda");
+  std::optional<std::string> version = assignment(*text, "__version__");
+  if (!cuda && !version) return b;
+  b.known = true;
+  if (cuda && !cuda->empty()) b.cuda = *cuda;
+  if (version) {
+    b.version = *version;
+    int major = 0, minor = 0;
+    size_t i = 0;
+    auto number = [&](int& out) {
+      size_t start = i;
+      while (i < b.version.size() && b.version[i] >= '0' && b.version[i] <= '9' && i - start < 6)
+        out = out * 10 + (b.version[i++] - '0');
+      return i > start;
+    };
+    if (number(major) && i < b.version.size() && b.version[i] == '.' && (++i, number(minor))) {
+      b.major = major;
+      b.minor = minor;
+    }
+  }
+  const std::string config = host::join_path(t->path, "include/ATen/Config.h");
+  if (std::optional<std::string> h = host.read_file(config, 1 << 16)) {
+    b.config_h = config;
+    b.parallel_openmp = config_switch(*h, "AT_PARALLEL_OPENMP");
+    b.parallel_native = config_switch(*h, "AT_PARALLEL_NATIVE");
+    b.mkl_enabled = config_switch(*h, "AT_MKL_ENABLED()");
+    b.mkl_sequential = config_switch(*h, "AT_MKL_SEQUENTIAL()");
   }
   return b;
 }

@@ -266,10 +266,19 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
 Environment scan_with_facts(const host::Host& host, InterpreterChoice interpreter,
                             PythonFacts python, const std::vector<std::string>& packages = {});
 
-// The CUDA release an installed torch was built for, from torch/version.py.
+// What an installed torch was built as, from its files (never imported):
+// torch/version.py (`__version__`, `cuda`) and torch/include/ATen/Config.h
+// (the parallel backend and MKL switches; pip wheels ship it, Debian's
+// libtorch-dev provides it through torch/include links).
 struct TorchBuild {
   bool known = false;               // torch is installed and version.py was read
   std::optional<std::string> cuda;  // "12.1"; nullopt: a CPU-only build
+  std::string version;              // __version__: "2.4.1+cu121", Debian's "1.13.0a0"
+  std::optional<int> major, minor;  // of `version`
+  // ATen/Config.h, when present: AT_PARALLEL_OPENMP, AT_PARALLEL_NATIVE,
+  // AT_MKL_ENABLED(), AT_MKL_SEQUENTIAL() (nullopt: not stated there).
+  std::optional<std::string> config_h;  // its path
+  std::optional<bool> parallel_openmp, parallel_native, mkl_enabled, mkl_sequential;
 };
 TorchBuild torch_build(const host::Host& host, const Environment& env);
 

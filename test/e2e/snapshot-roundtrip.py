@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """`mldoctor snapshot`: the archive holds only /proc, /sys, /etc files (no other
 process's /proc/<pid>) and the environment with secrets masked; unpacked, it
-gives `check --root` the same host facts as the live `check`; an existing file
-is never overwritten."""
+gives `check --root` the same host facts as the live `check` (the CPUID leaves
+the cpuinfo model used are in it, so torch's thread count replays too); an
+existing file is never overwritten."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +54,17 @@ def main():
         check(p.returncode in (0, 1), "check --root on the snapshot: exit %d %s" % (p.returncode, p.stderr))
         doc = json.loads(p.stdout)
         snap = doc["host"]
-        for key in ("kernel_release", "glibc_version", "physical_cores", "numa_nodes", "container", "os", "cpu_model"):
+        if os.uname().machine == "x86_64":
+            check(os.path.exists(os.path.join(root, ".mldoctor", "cpuid")), "the CPUID leaves are in the snapshot")
+        check(snap["cpuinfo"]["unknown"] is None, "cpuinfo's counts replay from the snapshot: %s"
+              % snap["cpuinfo"]["unknown"])
+        # The steps name the CPU that answered CPUID, whichever the scheduler chose.
+        cpu = lambda steps: [re.sub(r"CPU \d+", "CPU n", s) for s in steps]  # noqa: E731
+        check_eq(cpu(snap["cpuinfo"]["steps"]), cpu(live["cpuinfo"]["steps"]), "snapshot vs live: cpuinfo.steps")
+        for key in ("processors", "cores", "initialised"):
+            check_eq(snap["cpuinfo"][key], live["cpuinfo"][key], "snapshot vs live: cpuinfo." + key)
+        for key in ("kernel_release", "glibc_version", "physical_cores", "numa_nodes", "container", "os", "cpu_model",
+                    "architecture"):
             if key == "numa_nodes":
                 strip = lambda ns: [(n["id"], n["cpus"], n["mem_total_bytes"]) for n in ns]  # noqa: E731
                 check_eq(strip(snap[key]), strip(live[key]), "snapshot vs live: " + key)
