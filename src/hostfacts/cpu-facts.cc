@@ -16,6 +16,7 @@
 // trees without a mountinfo use the conventional /sys/fs/cgroup layout.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 #include "hostfacts/hostfacts-internal.h"
@@ -282,8 +283,21 @@ CpuFacts collect_cpu_facts(const host::Host& host) {
   if (std::optional<std::string> status = host.read_file("/proc/self/status")) {
     if (std::optional<std::string_view> list = field_of(*status, "Cpus_allowed_list")) {
       f.affinity = parse_cpu_list(*list);
-      if (f.affinity && f.affinity->empty()) f.affinity.reset();
       if (f.affinity) f.affinity_source = "/proc/self/status";
+      // Cpus_allowed_list is the task's mask as set; sched_getaffinity(2)
+      // (what numba, libgomp and os.sched_getaffinity count) returns it
+      // intersected with the active CPUs (kernel/sched/core.c). Offline CPUs
+      // (nosmt, maxcpus=, hot-unplug) stay in the mask but are not counted.
+      if (f.affinity && f.online) {
+        std::vector<u32> active;
+        std::set_intersection(f.affinity->begin(), f.affinity->end(), f.online->begin(), f.online->end(),
+                              std::back_inserter(active));
+        if (active.size() != f.affinity->size()) {
+          f.affinity = std::move(active);
+          f.affinity_source = "/proc/self/status ∩ online CPUs";
+        }
+      }
+      if (f.affinity && f.affinity->empty()) f.affinity.reset();
     }
   }
   collect_cgroup_quota(host, f);

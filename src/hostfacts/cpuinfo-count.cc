@@ -225,7 +225,7 @@ X86Topology x86_topology(const host::CpuidDump& cpu) {
       t.core_bits_offset = threads_bits;
       t.thread_bits_length = threads_bits;
       t.how = "HTT: " + std::to_string(logical) +
-              " logical processors per package (CPUID 1 EBX[23:16])";
+              " addressable logical processor IDs (CPUID 1 EBX[23:16])";
     } else {
       t.how = "HTT without a logical processor count";
     }

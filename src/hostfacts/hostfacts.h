@@ -54,7 +54,9 @@ struct CpuQuota {
 struct CpuFacts {
   std::optional<std::vector<u32>> online;    // /sys/devices/system/cpu/online
   std::optional<std::vector<u32>> possible;  // /sys/devices/system/cpu/possible
-  std::optional<std::vector<u32>> affinity;  // Cpus_allowed_list of /proc/self/status
+  // Cpus_allowed_list of /proc/self/status within the online CPUs: what
+  // sched_getaffinity(2) returns (the kernel drops inactive CPUs).
+  std::optional<std::vector<u32>> affinity;
   std::string affinity_source;               // the file it came from
   int cgroup_version = 0;     // of the cpu controller: 1, 2, or 0 when unknown
   std::string cgroup_path;    // the process's cgroup in that hierarchy ("/docker/abc")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`mldoctor check --root` on the CPU fixtures (test/fixtures/cpus: real
-machines; test/fixtures/cpus-derived: one documented change each) and on
+machines; test/fixtures/cpus-derived: one documented change each;
+test/fixtures/cpus-qemu: snapshots of QEMU guests) and on
 damaged copies of them: the real binary reports the architecture and
 PyTorch's cpuinfo counts that the real cpuinfo code gave on the same tree
 (each fixture's `expected`), and when it cannot count it says why in the
@@ -50,7 +51,7 @@ def cpuinfo_of(root):
 
 
 fixtures = []
-for kind in ("cpus", "cpus-derived"):
+for kind in ("cpus", "cpus-derived", "cpus-qemu"):
     base = os.path.join(SRC, "test", "fixtures", kind)
     for name in sorted(os.listdir(base)):
         if os.path.exists(os.path.join(base, name, "expected")):

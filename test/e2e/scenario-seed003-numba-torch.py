@@ -86,11 +86,28 @@ PRESENT = ("sys/devices/system/cpu/online", "sys/devices/system/cpu/possible", "
            "sys/devices/system/cpu/kernel_max", "proc/cpuinfo")
 
 
+def cpu_list(text):
+    cpus = set()
+    for part in text.strip().strip("\0").split(","):
+        if part:
+            a, _, b = part.partition("-")
+            cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
 def presenting(fixture):
     root = os.path.join(SRC, "test", "fixtures", "cpus", fixture)
     mounts = " && ".join("mount --bind %s /%s" % (os.path.join(root, f), f) for f in PRESENT
                          if os.path.exists(os.path.join(root, f)) and os.path.exists("/" + f))
-    return ["unshare", "-m", "sh", "-c", mounts + ' && exec "$@"', "sh"]
+    prefix = ["unshare", "-m", "sh", "-c", mounts + ' && exec "$@"', "sh"]
+    # A real kernel never lets a task's mask hold an offline CPU: where the
+    # presented online list is smaller than this machine's, the job runs on
+    # the CPUs both have, as it would on that machine.
+    with open(os.path.join(root, "sys/devices/system/cpu/online")) as f:
+        allowed = sorted(cpu_list(f.read()) & os.sched_getaffinity(0))
+    if set(allowed) != os.sched_getaffinity(0) and allowed and shutil.which("taskset"):
+        prefix += ["taskset", "-c", ",".join(map(str, allowed))]
+    return prefix
 
 
 probe = subprocess.run(presenting("kvm-qemu64-6vcpu") + ["cat", "/sys/devices/system/cpu/online"],

@@ -1,7 +1,8 @@
 // cpu-topology-test.cc — the CPUID dump format, the model of PyTorch's
 // cpuinfo counts and torch's default intra-op thread count per build rule,
 // on the CPU fixtures of test/fixtures/cpus (real machines) and
-// test/fixtures/cpus-derived (one documented change each). Every expected
+// test/fixtures/cpus-derived (one documented change each) and
+// test/fixtures/cpus-qemu (snapshots of QEMU guests). Every expected
 // number is in the fixture's `expected` file: the cpuinfo counts were
 // produced by the real cpuinfo code run on the tree (SOURCE.md says how), the
 // torch counts per rule are written out per fixture. No test here depends on
@@ -43,7 +44,7 @@ std::map<std::string, std::string> read_expected(const fs::path& dir) {
 
 std::vector<fs::path> fixtures() {
   std::vector<fs::path> out;
-  for (const char* kind : {"cpus", "cpus-derived"}) {
+  for (const char* kind : {"cpus", "cpus-derived", "cpus-qemu"}) {
     const fs::path base = fixtures_dir(kind);
     if (!fs::is_directory(base)) continue;
     for (const fs::directory_entry& e : fs::directory_iterator(base))
