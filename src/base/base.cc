@@ -340,4 +340,20 @@ void SparseFile::copy_out(u64 off, u64 n, u8* out, const char* what) const {
   pread_all(off, n, out);
 }
 
+std::optional<std::string> line_field(std::string_view text, std::string_view key, char sep) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    size_t at = line.find(sep);
+    if (at == std::string_view::npos || trim(line.substr(0, at)) != key) continue;
+    std::string_view v = trim(line.substr(at + 1));
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    return std::string(v);
+  }
+  return std::nullopt;
+}
+
 }  // namespace mld

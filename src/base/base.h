@@ -71,6 +71,11 @@ inline std::string_view trim(std::string_view s) {
   return s;
 }
 
+// The value of the first "key<sep>value" line of `text` whose key, trimmed,
+// is `key` ("model name: X", PRETTY_NAME="X", cuda = '12.1'): trimmed, and
+// without one pair of matching quotes around it.
+std::optional<std::string> line_field(std::string_view text, std::string_view key, char sep);
+
 inline std::optional<u64> checked_add(u64 a, u64 b) {
   u64 r;
   if (__builtin_add_overflow(a, b, &r)) return std::nullopt;

@@ -24,7 +24,6 @@
 // The build is recognised from its files only: torch/version.py, ATen's
 // Config.h, the string "MKL not found" that MKL-less builds carry in
 // libtorch_cpu's .rodata, and whether libc10 exports defaultNumThreads.
-#include <cstdio>
 #include <cstring>
 
 #include "check/check.h"
@@ -111,13 +110,6 @@ TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Enviro
   if (!torch) return f;
   f.installed = true;
   f.build = pyenv::torch_build(host, env);
-  if (f.build.version.empty()) f.build.version = torch->version.value_or("");
-  if (!f.build.major && torch->version) {
-    // A build without version.py: the distribution's version.
-    int major = 0, minor = 0;
-    if (std::sscanf(torch->version->c_str(), "%d.%d", &major, &minor) == 2)
-      f.build.major = major, f.build.minor = minor;
-  }
   const loader::Object* c10 = loaded(sim, "libc10.so");
   const loader::Object* cpu = loaded(sim, "libtorch_cpu.so");
   if (c10) {

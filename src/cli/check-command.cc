@@ -46,7 +46,7 @@ std::string cpu_row(const hostfacts::CpuFacts& c, std::optional<u32> cores) {
   return s.empty() ? "unknown" : s;
 }
 
-Header make_header(const check::CheckReport& r, const host::Host& host) {
+Header make_header(const check::CheckReport& r) {
   Header h;
   const hostfacts::HostFacts& f = r.facts.host;
   std::string sys = f.os_name ? *f.os_name + " · " : std::string();
@@ -103,7 +103,7 @@ Header make_header(const check::CheckReport& r, const host::Host& host) {
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + v;
       pj[p.import_name] = p.version ? json(*p.version) : json(nullptr);
       if (p.import_name == "torch") {
-        pyenv::TorchBuild tb = pyenv::torch_build(host, e);
+        const pyenv::TorchBuild& tb = r.torch_build.build;
         if (tb.known) pk += tb.cuda ? " (CUDA " + *tb.cuda + ")" : " (CPU build)";
         h.j["torch_cuda"] = tb.cuda ? json(*tb.cuda) : json(nullptr);
       }
@@ -236,8 +236,8 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
 }
 
 
-nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& host) {
-  Header header = make_header(r, host);
+nlohmann::json check_report_json(const check::CheckReport& r) {
+  Header header = make_header(r);
   json findings = json::array();
   for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
   json host_j, env_j;
@@ -272,13 +272,13 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   check::CheckReport& r = *checked;
-  Header header = make_header(r, host);
+  Header header = make_header(r);
   std::vector<const Finding*> all;
   for (const Finding& f : r.findings) all.push_back(&f);
   std::FILE* out = stdout;
 
   if (common.format == OutputFormat::Json) {
-    std::fprintf(out, "%s\n", check_report_json(r, host).dump(2).c_str());
+    std::fprintf(out, "%s\n", check_report_json(r).dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {
     std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
     for (const auto& [k, v] : header.rows) std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());

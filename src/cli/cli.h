@@ -66,7 +66,7 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common, co
                                                  const host::Host& host);
 // The `mldoctor.check/1` document of `check --json` (docs/json-schema.md),
 // which `fleet` and `diff` compare.
-nlohmann::json check_report_json(const check::CheckReport& r, const host::Host& host);
+nlohmann::json check_report_json(const check::CheckReport& r);
 
 // `mldoctor fleet` in one rank of an MPI job (argc/argv go to MPI_Init);
 // rank 0 prints the comparison.

@@ -461,7 +461,7 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
     host::Host host = analysed_host(common);
     std::optional<check::CheckReport> checked = checked_report(common, opts, host);
     if (!checked) throw std::runtime_error("the rules could not be loaded");
-    json doc = check_report_json(*checked, host);
+    json doc = check_report_json(*checked);
     fleet::MemberFacts own = fleet::facts_from_check(doc);
     own.report_bytes = doc.dump().size();
     ProtocolBytes bytes;

@@ -281,22 +281,6 @@ std::optional<std::vector<u32>> parse_slurm_tasks_per_node(std::string_view text
 
 namespace {
 
-// The value of `key` in "key: value" / KEY="value" lines (the first one).
-std::optional<std::string> field(std::string_view text, std::string_view key, char sep) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    size_t at = line.find(sep);
-    if (at == std::string_view::npos || trim(line.substr(0, at)) != key) continue;
-    std::string_view v = trim(line.substr(at + 1));
-    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
-    return std::string(v);
-  }
-  return std::nullopt;
-}
 
 // What collect_env reports about the GPUs, from the NVIDIA kernel module
 // alone (no driver library is loaded): its version and each GPU's model.
@@ -315,7 +299,7 @@ void collect_gpus(const host::Host& host, HostFacts& f) {
   std::sort(gpus->begin(), gpus->end());
   for (const std::string& bus : *gpus) {
     std::optional<std::string> info = host.read_file("/proc/driver/nvidia/gpus/" + bus + "/information", 1 << 16);
-    f.gpus.push_back(info ? field(*info, "Model", ':').value_or("unknown model") : "unknown model");
+    f.gpus.push_back(info ? line_field(*info, "Model", ':').value_or("unknown model") : "unknown model");
   }
 }
 
@@ -358,9 +342,9 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
   f.ranks_per_node = collect_ranks_per_node(host, options);
   if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband")) f.rdma_devices = *ib;
   if (std::optional<std::string> os = host.read_file("/etc/os-release", 1 << 16))
-    f.os_name = field(*os, "PRETTY_NAME", '=');
+    f.os_name = line_field(*os, "PRETTY_NAME", '=');
   if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4 << 20))
-    f.cpu_model = field(*info, "model name", ':');
+    f.cpu_model = line_field(*info, "model name", ':');
   f.architecture = analysed_architecture(host);
   f.cpuinfo = count_cpuinfo(host, f.architecture);
   collect_gpus(host, f);

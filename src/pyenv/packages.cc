@@ -468,29 +468,6 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
 
 namespace {
 
-// `name = 'value'` / `name = None` of a generated Python file: the quoted
-// value, "" for None, nullopt when the line is absent.
-std::optional<std::string> assignment(std::string_view text, std::string_view name) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (!line.starts_with(name)) continue;
-    std::string_view rest = trim(line.substr(name.size()));
-    if (!rest.starts_with("=")) continue;
-    std::string_view v = trim(rest.substr(1));
-    if (v.starts_with("None")) return std::string();
-    if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"')) {
-      size_t close = v.find(v.front(), 1);
-      if (close != std::string_view::npos) return std::string(v.substr(1, close - 1));
-    }
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
 // "#define AT_MKL_ENABLED() 1" / "#define AT_PARALLEL_OPENMP 1".
 std::optional<bool> config_switch(std::string_view text, std::string_view macro) {
   const std::string key = "#define " + std::string(macro);
@@ -517,13 +494,16 @@ TorchBuild torch_build(const host::Host& host, const Environment& env) {
   TorchBuild b;
   const ImportedPackage* t = env.find_package("torch");
   if (!t) return b;
-  std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16);
-  if (!text) return b;
-  std::optional<std::string> cuda = assignment(*text, "cuda");
-  std::optional<std::string> version = assignment(*text, "__version__");
-  if (!cuda && !version) return b;
-  b.known = true;
-  if (cuda && !cuda->empty()) b.cuda = *cuda;
+  std::optional<std::string> cuda, version;
+  if (std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16)) {
+    cuda = line_field(*text, "cuda", '=');
+    version = line_field(*text, "__version__", '=');
+  }
+  b.known = cuda || version;
+  if (cuda && !cuda->empty() && *cuda != "None") b.cuda = *cuda;
+  // Without version.py or its __version__ (hand-made builds): the
+  // distribution's version.
+  if (!version || version->empty() || *version == "None") version = t->version;
   if (version) {
     b.version = *version;
     int major = 0, minor = 0;

@@ -273,7 +273,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
 struct TorchBuild {
   bool known = false;               // torch is installed and version.py was read
   std::optional<std::string> cuda;  // "12.1"; nullopt: a CPU-only build
-  std::string version;              // __version__: "2.4.1+cu121", Debian's "1.13.0a0"
+  // __version__: "2.4.1+cu121", Debian's "1.13.0a0"; else the distribution's.
+  std::string version;
   std::optional<int> major, minor;  // of `version`
   // ATen/Config.h, when present: AT_PARALLEL_OPENMP, AT_PARALLEL_NATIVE,
   // AT_MKL_ENABLED(), AT_MKL_SEQUENTIAL() (nullopt: not stated there).

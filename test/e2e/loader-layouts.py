@@ -296,16 +296,22 @@ LIB_VALUES = ["lib/x86_64-linux-gnu", "lib64", "lib", "usr/lib64", "lib/amd64"]
 PLATFORM_VALUES = ["x86_64", "haswell", "xeon_phi", "i686", "aarch64"]
 
 
+def copies_per_dst(per_lib, per_platform):
+    """Builds each (path pattern, soname) once per $LIB value and once per
+    $PLATFORM value; the pattern's %s is the value."""
+    for value in LIB_VALUES:
+        for pattern, soname in per_lib:
+            lib(pattern % value, soname=soname)
+    for value in PLATFORM_VALUES:
+        for pattern, soname in per_platform:
+            lib(pattern % value, soname=soname)
+
+
 def dst_lib_platform(d):
     """$LIB and $PLATFORM, bare and braced, in RUNPATH, RPATH and DT_NEEDED;
     a copy under every value glibc could substitute."""
-    libs, plats = LIB_VALUES, PLATFORM_VALUES
-    for l in libs:
-        lib("%s/%s/liblibdst.so" % (d, l), soname="liblibdst.so")
-        lib("%s/%s/libneeddst.so" % (d, l), soname="libneeddst.so")
-    for pl in plats:
-        lib("%s/plat/%s/libplat.so" % (d, pl), soname="libplat.so")
-        lib("%s/rp/%s/librp.so" % (d, pl), soname="librp.so")
+    copies_per_dst([(d + "/%s/liblibdst.so", "liblibdst.so"), (d + "/%s/libneeddst.so", "libneeddst.so")],
+                   [(d + "/plat/%s/libplat.so", "libplat.so"), (d + "/rp/%s/librp.so", "librp.so")])
     lib(d + "/lib/libr.so", soname="libr.so", needed=["librp.so"], rpath="$ORIGIN/../rp/$PLATFORM")
     exe(d + "/bin/prog", needed=["liblibdst.so", "libplat.so", "$ORIGIN/../$LIB/libneeddst.so", "libr.so"],
         runpath="$ORIGIN/../$LIB:$ORIGIN/../plat/${PLATFORM}:$ORIGIN/../lib")
@@ -506,13 +512,8 @@ def dlopen_dsts(d):
     """$LIB, $PLATFORM and $ORIGIN in dlopen() names and in the RUNPATH and
     RPATH of dlopen()ed objects, the DT_RPATH chain of a dlopen()ed object
     and the program's own DT_RPATH (its $ORIGIN resolved) for their needs."""
-    libs, plats = LIB_VALUES, PLATFORM_VALUES
-    for l in libs:
-        lib("%s/app/%s/libl.so" % (d, l), soname="libl.so")
-        lib("%s/app/%s/libl2.so" % (d, l), soname="libl2.so")
-    for pl in plats:
-        lib("%s/app/plat/%s/libp.so" % (d, pl), soname="libp.so")
-        lib("%s/app/plat/%s/libp2.so" % (d, pl), soname="libp2.so")
+    copies_per_dst([(d + "/app/%s/libl.so", "libl.so"), (d + "/app/%s/libl2.so", "libl2.so")],
+                   [(d + "/app/plat/%s/libp.so", "libp.so"), (d + "/app/plat/%s/libp2.so", "libp2.so")])
     lib(d + "/app/mods/libdst.so", soname="libdst.so", needed=["libl.so", "libp.so"],
         runpath="${ORIGIN}/../$LIB:$ORIGIN/../plat/${PLATFORM}")
     lib(d + "/app/rp/libfrommain.so", soname="libfrommain.so")

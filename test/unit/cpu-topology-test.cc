@@ -179,6 +179,19 @@ TEST(CpuinfoCount, EveryFixtureAsTheRealCpuinfoCountsIt) {
   }
 }
 
+// sched_getaffinity(2) drops inactive CPUs from the task's mask; the status
+// file keeps them. A guest booted with maxcpus=3 of 8: numba counts 3.
+TEST(Affinity, OfflineCpusAreNotCounted) {
+  host::Host host((fixtures_dir("cpus-qemu") / "qemu-spr-smt-maxcpus3").string(), {});
+  hostfacts::CpuFacts cpu = hostfacts::collect_cpu_facts(host);
+  ASSERT_TRUE(cpu.online);
+  EXPECT_EQ(*cpu.online, (std::vector<u32>{0, 1, 2}));
+  ASSERT_TRUE(cpu.affinity);
+  EXPECT_EQ(*cpu.affinity, (std::vector<u32>{0, 1, 2}));  // Cpus_allowed_list says 0-7
+  EXPECT_NE(cpu.affinity_source.find("online"), std::string::npos) << cpu.affinity_source;
+  EXPECT_EQ(cpu.usable, 3u);
+}
+
 // ─── torch's default on every fixture, per build rule ───────────────────────
 
 TEST(TorchDefaultThreads, EveryFixtureEveryRule) {
