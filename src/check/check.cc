@@ -273,13 +273,19 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   hostfacts::emit_findings(r.facts, list);
   for (const Finding& f : r.jit.findings) list.add(f);
   gpu::emit_findings(r.gpu, host, list);
-  // GPU006 says what ENV009 says about a repeated CUDA_VISIBLE_DEVICES entry,
-  // with the GPUs of this host: keep the specific one.
-  if (std::any_of(list.findings.begin(), list.findings.end(), [](const Finding& f) { return f.rule == "GPU006"; }))
-    std::erase_if(list.findings, [](const Finding& f) { return f.rule == "ENV009"; });
   find_native_hazards(r, host, list);
   find_thread_hazards(r, list);
+  detect::Facts facts;
+  facts.host = &r.facts;
+  gather_native_facts(r, host, facts);
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet())) list.add(std::move(f));
   r.findings = std::move(list.findings);
+  // One finding that explains another hides it (`replaces` in the rule
+  // files: GPU006 names the GPUs ENV009's repeated CUDA_VISIBLE_DEVICES
+  // entry hides).
+  std::vector<std::string> ids;
+  for (const Finding& f : r.findings) ids.push_back(f.rule);
+  rules::drop_replaced(r.findings, rules::RuleSet::builtin_subset(ids));
   std::stable_sort(r.findings.begin(), r.findings.end(), [](const Finding& a, const Finding& b) {
     if (severity_rank(a.severity) != severity_rank(b.severity))
       return severity_rank(a.severity) < severity_rank(b.severity);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "detect/detect.h"
 #include "findings/findings.h"
 #include "host/host.h"
 #include "gpu/gpu.h"
@@ -132,8 +133,10 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options);
 
 // threads.cc: THR001 and THR002 from the facts and the simulated process.
 void find_thread_hazards(const CheckReport& report, FindingSink& sink);
-// native.cc: the loader findings of the simulated import set.
+// native.cc: the loader findings of the simulated import set, and the facts
+// its hazards seen by other commands too (OMP001, TLS001) are detected from.
 void find_native_hazards(const CheckReport& report, const host::Host& host, FindingSink& sink);
+void gather_native_facts(const CheckReport& report, const host::Host& host, detect::Facts& facts);
 
 // The environment settings of `findings` for `mldoctor fix`: one value per
 // variable (the first finding that sets it wins), in first-seen order.

@@ -1,14 +1,16 @@
 // native.cc — the loader findings of the simulated import set: what the
 // process of `import torch, numpy, ...` would hold, and what would break.
 //
+// The facts of OMP001 (the runtimes, each with the import that brings it)
+// and TLS001 (the first import that fails on static TLS, with the tunable)
+// go to their detectors (src/detect/rules/).
+//
 // The loader's own hazards (LD001 missing, LD002 unmet versions, LD003/LD004
 // duplicate runtimes) come from loader::find_hazards on the replayed process,
 // each tied to the import that brought the object. The rest is specific to a
 // Python process:
-//   OMP001  several OpenMP runtimes, each with the import that brings it
 //   MKL001  the threading layer MKL (and mkl-service's check at `import mkl`)
 //           would pick beside GNU OpenMP: research/threading.md §2
-//   TLS001  the first import that fails on static TLS, with the tunable
 //   CUDA001 two major versions of one CUDA library
 #include <algorithm>
 #include <cctype>
@@ -58,32 +60,6 @@ const loader::Object* first_with_soname_prefix(const ImportSimulation& sim, std:
     }
   }
   return nullptr;
-}
-
-void find_openmp(const ImportSimulation& sim, bool has_mkl, FindingSink& sink) {
-  if (sim.openmp.size() < 2) return;
-  int kmp = 0;
-  for (const OpenMpRuntime& r : sim.openmp) kmp += r.kind != loader::OpenMpKind::Gnu;
-  Finding f;
-  f.rule = "OMP001";
-  f.severity = kmp >= 2 ? Severity::Error : Severity::Warning;
-  f.subject = imports_text(sim);
-  f.message = std::to_string(sim.openmp.size()) + " OpenMP runtimes would be loaded by `" + f.subject + "`" +
-              (kmp >= 2 ? ": the second LLVM/Intel copy aborts with \"OMP: Error #15\""
-                        : ": each keeps its own thread pool and thread count");
-  for (const OpenMpRuntime& r : sim.openmp)
-    f.evidence.push_back({std::string(loader::openmp_kind_name(r.kind)) + " " + r.soname + " => " + r.path +
-                              ", loaded by " + r.brought_by,
-                          "", std::nullopt});
-  if (has_mkl) {
-    f.fix = "let MKL use the GNU runtime the others already load: MKL_THREADING_LAYER=GNU (then libiomp5 "
-            "is not needed); do not set KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
-    f.env_fix.push_back("MKL_THREADING_LAYER=GNU");
-  } else {
-    f.fix = "install the packages from one channel so they share one OpenMP runtime (all Debian, all "
-            "conda-forge, or all PyPI wheels); do not set KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
-  }
-  sink.add(std::move(f));
 }
 
 // mkl-service's _mklinit (research/threading.md §2): at `import mkl` it
@@ -148,27 +124,6 @@ void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mk
   sink.add(std::move(f));
 }
 
-void find_static_tls(const ImportSimulation& sim, const host::Host& host, FindingSink& sink) {
-  FindingList local;
-  loader::find_dlopen_hazards(sim.sequence, local);
-  for (Finding& f : local.findings) {
-    for (size_t i = 0; i < sim.sequence.steps.size() && i < sim.steps.size(); i++) {
-      if (sim.sequence.steps[i].object != f.subject) continue;
-      const pyenv::ImportStep& s = sim.steps[i];
-      const std::string what = s.module.empty() ? basename_of(s.path) : s.module;
-      f.message = "`import " + s.import_name + "` would fail loading " + what + ": " + sim.sequence.steps[i].error;
-      f.evidence.insert(f.evidence.begin(), {"import order: " + imports_text(sim), "", std::nullopt});
-      break;
-    }
-    if (sim.sequence.tunables_fix) {
-      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
-      f.env_fix = {"GLIBC_TUNABLES=" + value};
-      f.fix = "export GLIBC_TUNABLES=" + value + " (a larger static TLS surplus, glibc 2.32+)";
-    }
-    sink.add(std::move(f));
-  }
-}
-
 // libcudart.so.12 -> {"libcudart", 12}; nullopt for names without a major.
 std::optional<std::pair<std::string, std::string>> cuda_family(const std::string& soname) {
   static const char* families[] = {"libcudart", "libcublas",  "libcublasLt", "libcudnn", "libcufft",
@@ -218,17 +173,43 @@ void find_native_hazards(const CheckReport& report, const host::Host& host, Find
   FindingList local;
   loader::find_hazards(sim.process, imports_text(sim), local);
   for (Finding& f : local.findings) {
-    if (f.rule == "OMP001") continue;  // made below, with the import behind each runtime
     add_provenance(sim, f);
     sink.add(std::move(f));
   }
-  size_t unused = 0;
-  const bool has_mkl = first_with_soname_prefix(sim, "libmkl_rt", &unused) != nullptr;
   const bool mkl_service = report.python && report.python->find_package("mkl") != nullptr;
-  find_openmp(sim, has_mkl, sink);
   find_mkl_layer(sim, host, mkl_service, sink);
-  find_static_tls(sim, host, sink);
   find_cuda_majors(sim, sink);
+}
+
+void gather_native_facts(const CheckReport& report, const host::Host& host, detect::Facts& facts) {
+  if (!report.imports) return;
+  const ImportSimulation& sim = *report.imports;
+  // The OpenMP runtimes, each with the import that brings it.
+  detect::OpenMpProcess omp;
+  omp.process = imports_text(sim);
+  size_t unused = 0;
+  omp.has_mkl = first_with_soname_prefix(sim, "libmkl_rt", &unused) != nullptr;
+  for (const OpenMpRuntime& r : sim.openmp) omp.runtimes.push_back({r.kind, r.soname, r.path, "", "loaded by " + r.brought_by});
+  facts.openmp.push_back(std::move(omp));
+  // The first import that fails on static TLS (the later ones run in a
+  // process that already failed), with the tunable that lets it load.
+  for (size_t i = 0; i < sim.sequence.steps.size() && i < sim.steps.size(); i++) {
+    const loader::DlopenStep& st = sim.sequence.steps[i];
+    if (st.ok || st.tls_module.empty()) continue;
+    const pyenv::ImportStep& s = sim.steps[i];
+    detect::StaticTlsFailure f;
+    f.source = detect::StaticTlsFailure::Source::Import;
+    f.object = st.object;
+    f.error = st.error;
+    f.import_name = s.import_name;
+    f.module = s.module.empty() ? basename_of(s.path) : s.module;
+    f.import_order = imports_text(sim);
+    f.model = detect::static_tls_account(sim.sequence, st);
+    if (sim.sequence.tunables_fix)
+      f.tunables = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
+    facts.static_tls.push_back(std::move(f));
+    break;
+  }
 }
 
 }  // namespace mld::check

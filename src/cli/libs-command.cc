@@ -15,6 +15,7 @@
 #include <set>
 
 #include "cli/cli.h"
+#include "detect/detect.h"
 #include "loader/loader.h"
 #include "report/report.h"
 
@@ -195,6 +196,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   std::optional<Process> first_process;
   Session* first_session = nullptr;
   std::string first_path;
+  detect::Facts facts;  // for the detectors of hazards other commands see too
 
   for (const std::string& path : opts.paths) {
     std::string error;
@@ -211,6 +213,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     Process p = s.loader->load_program(path);
     FindingList local;
     loader::find_hazards(p, path, local);
+    facts.openmp.push_back(detect::openmp_process(p, path));
     if (common.format == OutputFormat::Json) {
       json versions = json::array();
       for (const loader::VersionProblem& vp : loader::check_versions(p))
@@ -246,7 +249,17 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     loader::DlopenSequence seq =
         loader::simulate_dlopen_sequence(*first_session->loader, *first_process, opts.load_order, *params);
-    loader::find_dlopen_hazards(seq, findings);
+    for (const loader::DlopenStep& st : seq.steps) {
+      if (st.ok || st.tls_module.empty()) continue;
+      detect::StaticTlsFailure f;
+      f.source = detect::StaticTlsFailure::Source::LoadOrder;
+      f.object = st.object;
+      f.error = st.error;
+      f.model = detect::static_tls_account(seq, st);
+      f.tunables = seq.tunables_fix;
+      facts.static_tls.push_back(std::move(f));
+      break;  // later steps run in a process that already failed
+    }
     if (common.format == OutputFormat::Json) {
       json steps = json::array();
       for (const loader::DlopenStep& st : seq.steps) {
@@ -279,6 +292,9 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       for (const std::string& n : notes) std::fprintf(out, "  note: GLIBC_TUNABLES: %s\n", n.c_str());
     }
   }
+
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+    findings.add(std::move(f));
 
   size_t failing = 0;
   for (const Finding& f : findings.findings)

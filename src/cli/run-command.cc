@@ -314,11 +314,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     logs::Scanner scanner(matcher, logs::ScanOptions{0, "dlerror", 1});
     scanner.feed(ByteView(reinterpret_cast<const u8*>(dlerror_lines.data()), dlerror_lines.size()));
     scanner.finish();
-    for (const logs::LogFinding* lf : scanner.findings()) {
-      bool dup = false;
-      for (const Finding& f : found.findings) dup |= f.rule == "TLS001" && lf->finding.rule.starts_with("TLS");
-      if (!dup) found.findings.push_back(lf->finding);
-    }
+    for (const logs::LogFinding* lf : scanner.findings()) found.findings.push_back(lf->finding);
   }
   for (logs::Scanner* sc : {out_scan.get(), err_scan.get()}) {
     if (!sc) continue;
@@ -326,6 +322,13 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     for (const logs::LogFinding* lf : sc->findings()) found.findings.push_back(lf->finding);
   }
   complete(found.findings);
+  // A finding that explains another hides it (`replaces`: TLS001 from the
+  // trace says what the dlerror text's TLS010 says, with the fix).
+  rules::drop_replaced(found.findings, full_rules ? rule_set : rules::RuleSet::builtin_subset([&] {
+    std::vector<std::string> ids;
+    for (const Finding& f : found.findings) ids.push_back(f.rule);
+    return ids;
+  }()));
   for (Finding& f : hang_findings) found.findings.push_back(std::move(f));
   std::vector<const Finding*> all;
   for (const Finding& f : found.findings) all.push_back(&f);

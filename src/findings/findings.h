@@ -39,6 +39,23 @@ struct Finding {
   std::vector<u32> ranks;           // logs: launcher ranks that reported it, sorted
 };
 
+// What a fact detector reports about one instance of its rule: the objects
+// it names and the evidence, never what its rule file owns (severity, title,
+// explanation, the generic fix). rules::finding_from turns it into a Finding.
+struct Detection {
+  std::string rule;                  // the id the detector is registered under
+  std::string subject;
+  std::string message;               // one line naming the objects; empty: the rule's title
+  std::vector<Evidence> evidence;
+  // The exact action computed from the facts ("export GLIBC_TUNABLES=...");
+  // empty: the rule's own fix. env_fix likewise.
+  std::string fix;
+  std::vector<std::string> env_fix;
+  // The condition the rule's `escalated_severity` is stated for holds (two
+  // LLVM/Intel OpenMP runtimes: the second aborts).
+  bool escalated = false;
+};
+
 class FindingSink {
  public:
   virtual ~FindingSink() = default;

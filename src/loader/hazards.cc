@@ -1,8 +1,8 @@
 // hazards.cc — turns a simulated process into findings: what a user of
 // `mldoctor libs` must act on. The loader model says *what* ld.so would do;
 // this file says which of those outcomes break a job (a missing library, an
-// unmet GLIBCXX version, two copies of one runtime, several OpenMP runtimes,
-// a dlopen that runs out of static TLS) and what to change.
+// unmet GLIBCXX version, two copies of one runtime) and what to change, and
+// names the OpenMP runtimes of a process for the OMP001 detector.
 #include <string.h>
 
 #include <algorithm>
@@ -81,6 +81,13 @@ std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
   return std::nullopt;
 }
 
+// A view into the object's ELF bytes or its path.
+std::string_view object_soname(const Object& o) {
+  if (o.elf && o.elf->soname()) return *o.elf->soname();
+  size_t slash = o.path.rfind('/');
+  return slash == std::string::npos ? std::string_view(o.path) : std::string_view(o.path).substr(slash + 1);
+}
+
 std::string_view openmp_kind_name(OpenMpKind k) {
   switch (k) {
     case OpenMpKind::None: return "none";
@@ -92,14 +99,6 @@ std::string_view openmp_kind_name(OpenMpKind k) {
 }
 
 namespace {
-
-// The name a runtime goes by: the soname, else the file name. A view into
-// the object's ELF bytes or its path.
-std::string_view object_soname(const Object& o) {
-  if (o.elf && o.elf->soname()) return *o.elf->soname();
-  size_t slash = o.path.rfind('/');
-  return slash == std::string::npos ? std::string_view(o.path) : std::string_view(o.path).substr(slash + 1);
-}
 
 // Wheels repaired by auditwheel vendor runtimes as "libgomp-a34b3233.so.1":
 // the position of the "-<hex>" suffix of 8+ digits before ".so", npos if none.
@@ -252,61 +251,18 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
     f.fix = "make the packages share one " + base + " (use builds linked against the system copy)";
     sink.add(std::move(f));
   });
-  // OMP001: more than one OpenMP runtime.
-  std::vector<size_t> omp;
+}
+
+std::vector<size_t> openmp_runtimes(const Process& p) {
+  std::vector<size_t> out;
   for (size_t i = 0; i < p.objects.size(); i++) {
     const Object& o = p.objects[i];
     if (o.faked || o.removed || !o.elf) continue;
-    if (openmp_kind(o) != OpenMpKind::None) omp.push_back(i);
+    if (openmp_kind(o) != OpenMpKind::None) out.push_back(i);
   }
-  if (omp.size() >= 2) {
-    int kmp = 0;
-    for (size_t i : omp) kmp += openmp_kind(p.objects[i]) != OpenMpKind::Gnu;
-    Finding f;
-    f.rule = "OMP001";
-    f.severity = kmp >= 2 ? Severity::Error : Severity::Warning;
-    f.subject = subject;
-    f.message = std::to_string(omp.size()) + " OpenMP runtimes would be loaded" +
-                (kmp >= 2 ? ": two LLVM/Intel runtimes abort with \"OMP: Error #15\""
-                          : ": each keeps its own thread pool");
-    for (size_t i : omp)
-      f.evidence.push_back({std::string(openmp_kind_name(openmp_kind(p.objects[i]))) + ": " +
-                                p.objects[i].path + " (needed by " + where_needed(p, i) + ")",
-                            "", std::nullopt});
-    f.fix = "use packages built against one OpenMP runtime; do not set KMP_DUPLICATE_LIB_OK=TRUE, "
-            "which hides the clash instead of removing it";
-    sink.add(std::move(f));
-  }
+  return out;
 }
 
-void find_dlopen_hazards(const DlopenSequence& seq, FindingSink& sink) {
-  for (size_t i = 0; i < seq.steps.size(); i++) {
-    const DlopenStep& st = seq.steps[i];
-    if (st.ok || st.tls_module.empty()) continue;
-    Finding f;
-    f.rule = "TLS001";
-    f.severity = Severity::Error;
-    f.subject = st.object;
-    f.message = "dlopen(" + st.object + ") fails: " + st.error;
-    f.evidence.push_back({st.tls_module + " needs " + std::to_string(st.bytes_needed) +
-                              " bytes of static TLS; " + std::to_string(st.bytes_left) +
-                              " are left after the objects loaded before it",
-                          "", std::nullopt});
-    f.evidence.push_back({"static TLS area " + std::to_string(seq.static_size) + " bytes: " +
-                              std::to_string(seq.startup_used) + " used at startup, surplus " +
-                              std::to_string(seq.surplus),
-                          "", std::nullopt});
-    if (seq.tunables_fix) {
-      f.env_fix.push_back("GLIBC_TUNABLES=" + *seq.tunables_fix);
-      f.fix = "export GLIBC_TUNABLES=" + *seq.tunables_fix +
-              " (more static TLS surplus), or load " + st.object + " before the others";
-    } else {
-      f.fix = "load " + st.object + " first (before the libraries that use static TLS), or "
-              "preload it with LD_PRELOAD so it is placed at startup";
-    }
-    sink.add(std::move(f));
-    break;  // later steps run in a process that already failed
-  }
-}
+std::string needed_by(const Process& p, size_t idx) { return where_needed(p, idx); }
 
 }  // namespace mld::loader

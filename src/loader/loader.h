@@ -379,17 +379,26 @@ std::optional<GlibcVersion> oldest_glibc_needed(const elf::ElfFile& object);
 // ─── hazards.cc ─────────────────────────────────────────────────────────────
 // Loader hazards as findings: LD001 missing library, LD002 unmet symbol
 // version, LD003 one soname from two files, LD004 one runtime under two
-// sonames, OMP001 several OpenMP runtimes, TLS001 static TLS exhausted.
+// sonames, LD005 a load that stops. (Several OpenMP runtimes, OMP001, and
+// static TLS exhaustion, TLS001, are seen by other commands too: their
+// detectors are in src/detect/rules/, fed from the Process and the
+// DlopenSequence.)
 
 enum class OpenMpKind { None, Gnu, Llvm, Intel };
 std::string_view openmp_kind_name(OpenMpKind k);
 // Which OpenMP runtime an object is (by soname and defined symbols).
 OpenMpKind openmp_kind(const Object& o);
 
+// The objects of `process` that are OpenMP runtimes, in load order.
+std::vector<size_t> openmp_runtimes(const Process& process);
+// The soname an object goes by (else its file name).
+std::string_view object_soname(const Object& o);
+// The paths of the objects whose DT_NEEDED resolved to object `index`,
+// comma-separated.
+std::string needed_by(const Process& process, size_t index);
+
 // Hazards of one simulated process; `subject` names what was analysed.
 void find_hazards(const Process& process, const std::string& subject, FindingSink& sink);
-// TLS001 for the first step of a dlopen sequence that fails on static TLS.
-void find_dlopen_hazards(const DlopenSequence& seq, FindingSink& sink);
 
 // ─── dlopen.cc ──────────────────────────────────────────────────────────────
 // glibc elf/dl-open.c (dl_open_worker: relocation order, failure rollback),

@@ -455,7 +455,7 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
       for (size_t b = 0; b < candidates.size() && !hidden; b++) {
         const rules::Rule* rb = candidates[b].p->rule;
         if (b < a && rb == ra) hidden = true;
-        if (rb != ra && std::find(rb->replaces.begin(), rb->replaces.end(), ra->id) != rb->replaces.end()) hidden = true;
+        if (rb != ra && rb->explains(ra->id)) hidden = true;
       }
       if (hidden) continue;
       const CompiledPattern& cp = *candidates[a].p;

@@ -193,7 +193,7 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   Reader r(origin, errors);
   Rule rule;
   rule.origin = std::string(origin);
-  r.only_keys(doc, {"id", "severity", "title", "explanation", "references", "fix", "detector", "replaces",
+  r.only_keys(doc, {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix", "detector", "replaces",
                     "signature", "example", "negative", "withdrawn"},
               "");
   rule.id = r.string(doc, "id", true, "");
@@ -209,6 +209,12 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       rule.severity = *s;
     else
       r.problem("severity '" + severity + "' is not error, warning or info");
+  }
+  std::string escalated = r.string(doc, "escalated_severity", false, "");
+  if (!escalated.empty()) {
+    rule.escalated_severity = parse_severity(escalated);
+    if (!rule.escalated_severity)
+      r.problem("escalated_severity '" + escalated + "' is not error, warning or info");
   }
   rule.title = r.string(doc, "title", true, "");
   if (!rule.title.empty() && (rule.title.back() == '.' || rule.title.find('\n') != std::string::npos))
@@ -281,9 +287,15 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       r.problem("example source is not among the references: " + e.source);
   for (const std::string& id : rule.replaces)
     if (!valid_id(id) || id == rule.id) r.problem("replaces names an invalid id: " + id);
+  if (rule.escalated_severity && rule.detector.empty())
+    r.problem("escalated_severity is for fact rules (those with a detector)");
 
   if (r.failed()) return std::nullopt;
   return rule;
+}
+
+bool Rule::explains(std::string_view other) const {
+  return std::find(replaces.begin(), replaces.end(), other) != replaces.end();
 }
 
 const Rule* RuleSet::find(std::string_view id) const {
@@ -417,6 +429,28 @@ std::string one_line_fix(std::string_view text) {
     }
   }
   return out;
+}
+
+Finding finding_from(Detection d, const Rule& rule) {
+  Finding f;
+  f.rule = std::move(d.rule);
+  f.severity = d.escalated && rule.escalated_severity ? *rule.escalated_severity : rule.severity;
+  f.subject = std::move(d.subject);
+  f.message = d.message.empty() ? rule.title : std::move(d.message);
+  f.evidence = std::move(d.evidence);
+  f.fix = d.fix.empty() ? one_line_fix(rule.fix.text) : std::move(d.fix);
+  f.env_fix = d.env_fix.empty() ? rule.fix.env : std::move(d.env_fix);
+  return f;
+}
+
+void drop_replaced(std::vector<Finding>& findings, const RuleSet& rules) {
+  std::set<std::string> hidden;
+  for (const Finding& f : findings) {
+    const bool log_finding = !f.evidence.empty() && f.evidence.front().line;
+    if (log_finding) continue;  // the scanner applied it on the line already
+    if (const Rule* r = rules.find(f.rule)) hidden.insert(r->replaces.begin(), r->replaces.end());
+  }
+  if (!hidden.empty()) std::erase_if(findings, [&](const Finding& f) { return hidden.count(f.rule) > 0; });
 }
 
 void complete_from_rule(Finding& f, const RuleSet& rules) {

@@ -40,6 +40,9 @@ struct Fix {
 struct Rule {
   std::string id;            // "OMP010"
   Severity severity = Severity::Warning;
+  // Fact rules: the severity when the detector reports the rule's escalation
+  // condition (written in the explanation), e.g. OMP001's abort.
+  std::optional<Severity> escalated_severity;
   std::string title;
   std::string explanation;   // Markdown
   std::vector<std::string> references;
@@ -52,6 +55,9 @@ struct Rule {
   bool withdrawn = false;
   bool builtin = false;
   std::string origin;        // "rules/OMP010.toml" or the user's file path
+
+  // `other` is one of the rules this one replaces.
+  bool explains(std::string_view other) const;
 };
 
 // A rule-file problem: which file, what is wrong.
@@ -98,6 +104,18 @@ struct EmbeddedRule {
   const char* text;
 };
 std::vector<EmbeddedRule> embedded_rules();
+
+// The one place a fact detector's result becomes a finding, for every
+// command: severity from the rule (escalated when the detection says so),
+// the message, fix and environment settings from the rule where the
+// detection left them empty.
+Finding finding_from(Detection d, const Rule& rule);
+
+// "This finding explains that one" (`replaces`, the one suppression of
+// every rule): drops every finding whose rule a fact finding's rule
+// replaces, anywhere in the report. In a log, the scanner applies the same
+// field per line as it matches (Rule::explains). Order is kept.
+void drop_replaced(std::vector<Finding>& findings, const RuleSet& rules);
 
 // Completes a finding from its rule: title-less message, fix and env_fix are
 // filled from the rule when the finding left them empty. No-op for unknown ids.

@@ -1,15 +1,15 @@
-// analysis.cc — what the events of a job mean.
-//
-//   OMP001  a process held several OpenMP runtimes: each with the chain of
-//           loads that brought it; an error when two are LLVM/Intel copies
-//           (the second aborts with "OMP: Error #15")
-//   THR003  one library changed the thread count of a runtime after another
-//           library had set it (seed 003: numba's omppool resets torch's
-//           libgomp count), with both callers and the values
-//   TLS001  a dlopen failed on static TLS: the real failure, replayed
+// analysis.cc — what the events of a job mean. The facts of the hazards
+// other commands see too go to their detectors (src/detect/rules/):
+//   OMP001  the OpenMP runtimes each process held, with the chain of loads
+//           that brought each and whether the process aborted
+//   TLS001  a dlopen that failed on static TLS: the real failure, replayed
 //           through the loader model of this process to get the TLS already
 //           in use and the GLIBC_TUNABLES value under which it loads (with
 //           and without the audit module, which itself costs surplus)
+// and the trace's own:
+//   THR003  one library changed the thread count of a runtime after another
+//           library had set it (seed 003: numba's omppool resets torch's
+//           libgomp count), with both callers and the values
 //   RUN001  a process the shims could not see into
 // Failed loads and dlerror texts are also matched against the log rules by
 // the CLI, which owns the rule databases.
@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "detect/detect.h"
 #include "elf/elf.h"
 #include "loader/loader.h"
 #include "run/run.h"
@@ -84,40 +85,21 @@ loader::OpenMpKind openmp_runtime_kind(const LoadedObject& o) {
 
 namespace {
 
-void find_openmp(const TracedProcess& p, const AnalysisContext& ctx, FindingSink& sink) {
-  std::vector<const LoadedObject*> runtimes;
-  std::map<std::string, loader::OpenMpKind> kinds;
+// The OpenMP runtimes the process loaded, each with its chain of loads.
+detect::OpenMpProcess openmp_facts(const TracedProcess& p, const AnalysisContext& ctx) {
+  detect::OpenMpProcess out;
+  out.observed = true;
+  out.process = process_name(p);
+  out.aborted = ctx.status && ctx.status->signaled && ctx.status->code == 6 && p.pid == ctx.child_pid;
+  std::set<std::string> seen;
   for (const LoadedObject& o : p.objects) {
-    if (o.removed_by_failure || kinds.count(o.path) || o.path.empty()) continue;
-    loader::OpenMpKind k = openmp_runtime_kind(o);
-    kinds[o.path] = k;
-    if (k != loader::OpenMpKind::None) runtimes.push_back(&o);
+    if (o.removed_by_failure || o.path.empty() || !seen.insert(o.path).second) continue;
+    if (base(o.path).starts_with("libmkl_rt")) out.has_mkl = true;
+    const loader::OpenMpKind k = openmp_runtime_kind(o);
+    if (k == loader::OpenMpKind::None) continue;
+    out.runtimes.push_back({k, base(o.path), o.path, openmp_interface(ctx.host, o.path), load_chain(p, o.path)});
   }
-  auto openmp_kind_of = [&](const std::string& path) { return kinds[path]; };
-  if (runtimes.size() < 2) return;
-  int kmp = 0;
-  for (const LoadedObject* o : runtimes) kmp += openmp_kind_of(o->path) != loader::OpenMpKind::Gnu;
-  const bool aborted = ctx.status && ctx.status->signaled && ctx.status->code == 6 && p.pid == ctx.child_pid;
-  Finding f;
-  f.rule = "OMP001";
-  f.severity = kmp >= 2 ? Severity::Error : Severity::Warning;
-  f.subject = process_name(p);
-  f.message = std::to_string(runtimes.size()) + " OpenMP runtimes were loaded in " + f.subject +
-              (kmp >= 2 ? aborted ? ": the second LLVM/Intel copy aborted it (\"OMP: Error #15\")"
-                                  : ": the second LLVM/Intel copy aborts with \"OMP: Error #15\" when it starts"
-                        : ": each keeps its own thread pool and thread count");
-  for (const LoadedObject* o : runtimes)
-    f.evidence.push_back({std::string(loader::openmp_kind_name(openmp_kind_of(o->path))) + " " + o->path +
-                              [&] {
-                                std::string v = openmp_interface(ctx.host, o->path);
-                                return v.empty() ? std::string() : " (" + v + ")";
-                              }() +
-                              ": " + load_chain(p, o->path),
-                          "", std::nullopt});
-  f.fix = "install the packages from one channel so they share one OpenMP runtime (all Debian, all conda-forge, "
-          "or all PyPI wheels); with MKL, MKL_THREADING_LAYER=GNU lets it use libgomp; do not set "
-          "KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
-  sink.add(std::move(f));
+  return out;
 }
 
 // Per runtime, in time order: a call from another library that leaves a
@@ -169,8 +151,10 @@ void find_thread_overrides(const TracedProcess& p, FindingSink& sink) {
 }
 
 // The real static TLS failure, replayed through the loader model of this
-// process: the program, then each dlopen() root in the order it happened.
-void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, FindingSink& sink) {
+// process: the program, then each dlopen() root in the order it happened,
+// with and without run's audit module (one more namespace:
+// research/glibc-tls-audit.md §3, 16 bytes less room).
+void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx, std::vector<detect::StaticTlsFailure>& out) {
   const FailedLoad* failure = nullptr;
   for (const FailedLoad& f : p.failed)
     if (f.message.find("static TLS") != std::string::npos) {
@@ -180,20 +164,21 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
   if (!failure || p.images.empty() || !ctx.host) return;
   const host::Host& host = *ctx.host;
   const Image& im = p.images.back();
-  std::string tls_module = failure->message.substr(0, failure->message.find(": "));
 
-  Finding f;
-  f.rule = "TLS001";
-  f.severity = Severity::Error;
-  f.subject = failure->name;
-  f.message = "dlopen(" + failure->name + ") in " + process_name(p) + " failed: " + failure->message;
-  if (!failure->requester.empty()) f.evidence.push_back({"called from " + failure->requester, "", std::nullopt});
+  detect::StaticTlsFailure f;
+  f.source = detect::StaticTlsFailure::Source::Trace;
+  f.object = failure->name;
+  f.error = failure->message;
+  f.process = process_name(p);
+  f.requester = failure->requester;
+  f.failing_module = failure->message.substr(0, failure->message.find(": "));
 
   std::vector<std::string> roots;
   for (const LoadedObject& o : p.objects)
     if (o.kind == LoadKind::Dlopen && o.lmid == 0 && o.t < failure->t && !o.closed && !o.removed_by_failure)
       roots.push_back(o.path);
   roots.push_back(failure->name);
+  f.replayed_calls = roots.size();
 
   std::optional<loader::GlibcVersion> glibc = loader::parse_glibc_version(im.glibc);
   try {
@@ -201,8 +186,6 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
     std::string exe = im.exe;
     const u16 machine = elf::ElfFile::parse(host.open_sparse(exe)).e_machine();
     loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
-    // The user's process, and the same process with the audit module (one
-    // more namespace: research/glibc-tls-audit.md §3, 16 bytes less room).
     std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     loader::StaticTlsParams traced = *params;
@@ -212,22 +195,15 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
     loader::DlopenSequence plain = loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
     loader::DlopenSequence under_run = loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
     const loader::DlopenStep& last = under_run.steps.back();
-    FindingList model;
-    loader::find_dlopen_hazards(under_run, model);
-    if (!last.ok && !model.findings.empty()) {
-      for (Evidence& e : model.findings.front().evidence) f.evidence.push_back(e);
-      f.evidence.push_back({"mldoctor's loader model of this process fails at the same dlopen: " + last.error, "",
-                            std::nullopt});
-    } else {
-      f.evidence.push_back({"mldoctor's loader model of this process loads it (" + std::to_string(roots.size()) +
-                                " dlopen calls replayed); the failure may depend on objects the model does not see",
-                            "", std::nullopt});
+    if (!last.ok) {
+      for (const loader::DlopenStep& st : under_run.steps)
+        if (!st.ok && !st.tls_module.empty()) {
+          f.model = detect::static_tls_account(under_run, st);
+          f.model->error = last.error;
+          break;
+        }
     }
-    if (!plain.steps.back().ok)
-      f.evidence.push_back({"it fails without mldoctor run too", "", std::nullopt});
-    else if (plain.steps.back().ok)
-      f.evidence.push_back({"without the audit module of mldoctor run it would load: auditing costs static TLS", "",
-                            std::nullopt});
+    f.loads_without_audit = plain.steps.back().ok;
     if (under_run.tunables_fix) {
       // The model knows the loads up to the failure, not what the job would
       // have loaded after it: round the exact value up to a page so later
@@ -238,24 +214,14 @@ void find_static_tls(const TracedProcess& p, const AnalysisContext& ctx, Finding
         const u64 exact = std::stoull(item.substr(eq + 1));
         const u64 rounded = (exact + 4095) / 4096 * 4096;
         item = item.substr(0, eq + 1) + std::to_string(rounded);
-        f.evidence.push_back({"this dlopen needs " + item.substr(0, eq) + " >= " + std::to_string(exact) +
-                                  "; the fix rounds it up to " + std::to_string(rounded) +
-                                  " for the modules the job loads after it",
-                              "", std::nullopt});
+        f.rounding = detect::StaticTlsFailure::Rounding{item.substr(0, eq), exact, rounded};
       }
-      const std::string value = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), item);
-      f.env_fix = {"GLIBC_TUNABLES=" + value};
-      f.fix = "export GLIBC_TUNABLES=" + value + " (a larger static TLS surplus, glibc 2.32+; enough with and "
-              "without mldoctor run), or import " + base(failure->name) + " before the modules that use static TLS";
+      f.tunables = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), item);
     }
   } catch (const std::exception& e) {
-    f.evidence.push_back({"the loader model could not replay this process: " + std::string(e.what()), "",
-                          std::nullopt});
+    f.replay_error = e.what();
   }
-  if (f.fix.empty())
-    f.fix = "raise the static TLS surplus: GLIBC_TUNABLES=glibc.rtld.optional_static_tls=<bytes> (glibc 2.32+), "
-            "or load " + base(tls_module) + " first";
-  sink.add(std::move(f));
+  out.push_back(std::move(f));
 }
 
 }  // namespace
@@ -299,11 +265,13 @@ std::string load_chain(const TracedProcess& p, const std::string& path) {
 }
 
 void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) {
+  detect::Facts facts;
   for (const auto& [pid, p] : trace.processes) {
-    find_openmp(p, ctx, sink);
+    facts.openmp.push_back(openmp_facts(p, ctx));
     find_thread_overrides(p, sink);
-    find_static_tls(p, ctx, sink);
+    static_tls_facts(p, ctx, facts.static_tls);
   }
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet())) sink.add(std::move(f));
   // The command itself left no events: nothing inside it could be seen.
   const bool child_seen = trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty();
   if (ctx.child_pid && !child_seen) {

@@ -1,0 +1,64 @@
+// detect.cc — runs the registered detectors and turns their results into
+// findings with the rule files (rules::finding_from): severity, title and the
+// generic fix come only from there.
+#include "detect/detect.h"
+
+#include <stdexcept>
+
+#include "detect/registry.h"
+
+namespace mld::detect {
+
+const std::vector<Detector>& detectors() {
+  static const std::vector<Detector> all = registered_detectors();
+  return all;
+}
+
+Detections run_detectors(const Facts& facts) {
+  Detections out;
+  for (const Detector& d : detectors()) {
+    const size_t before = out.size();
+    d.detect(facts, out);
+    for (size_t i = before; i < out.size(); i++)
+      if (out[i].rule.empty()) out[i].rule = d.rule;
+  }
+  return out;
+}
+
+std::vector<Finding> findings(Detections detections, const rules::RuleSet& rules) {
+  // Only the builtin rules not in `rules` are parsed (a fraction of a
+  // millisecond each; all of them take several).
+  std::vector<std::string> missing;
+  for (const Detection& d : detections)
+    if (!rules.find(d.rule)) missing.push_back(d.rule);
+  const rules::RuleSet builtin = missing.empty() ? rules::RuleSet() : rules::RuleSet::builtin_subset(missing);
+  std::vector<Finding> out;
+  for (Detection& d : detections) {
+    const rules::Rule* rule = rules.find(d.rule);
+    if (!rule) rule = builtin.find(d.rule);
+    if (!rule) throw std::logic_error("detector result for " + d.rule + ", which has no rule file");
+    out.push_back(rules::finding_from(std::move(d), *rule));
+  }
+  return out;
+}
+
+OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
+  OpenMpProcess out;
+  out.process = std::move(name);
+  for (size_t i : loader::openmp_runtimes(process)) {
+    const loader::Object& o = process.objects[i];
+    const std::string needed = loader::needed_by(process, i);
+    out.runtimes.push_back({loader::openmp_kind(o), std::string(loader::object_soname(o)), o.path, "",
+                            needed.empty() ? "" : "needed by " + needed});
+  }
+  for (const loader::Object& o : process.objects)
+    if (!o.faked && !o.removed && loader::object_soname(o).starts_with("libmkl_rt")) out.has_mkl = true;
+  return out;
+}
+
+StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq, const loader::DlopenStep& step) {
+  return {step.error, step.tls_module, step.bytes_needed, step.bytes_left, seq.static_size, seq.startup_used,
+          seq.surplus};
+}
+
+}  // namespace mld::detect

@@ -1,0 +1,128 @@
+// detect.h — detection as a pure function of facts. Every command gathers
+// its facts first (the host, the environment, the loader's simulation of a
+// process, the trace of a real one) into a detect::Facts; each fact rule is
+// one detector, registered under its rule id in src/detect/rules/<ID>.cc,
+// that reads those facts and returns Detections (subject, message naming the
+// objects, evidence) — never severity or prose its rule file owns.
+// findings() turns them into Findings with their rules, the one place that
+// does so for every command.
+//
+// The fact types here are source-neutral: an OpenMP runtime found by the
+// static simulation of `import torch, ...` and one seen loaded by `run`'s
+// trace are the same fact, so one detector serves both.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "findings/findings.h"
+#include "hostfacts/hostfacts.h"
+#include "loader/loader.h"
+#include "rules/rules.h"
+
+namespace mld::detect {
+
+// One OpenMP runtime a process holds, or would hold.
+struct OpenMpRuntime {
+  loader::OpenMpKind kind = loader::OpenMpKind::None;
+  std::string soname;     // as the process knows it (a vendored copy keeps its hash)
+  std::string path;
+  std::string interface;  // the highest OMP_x.y version it defines, when read
+  std::string how;        // "loaded by import torch (torch._C)", "needed by libtorch_cpu.so"
+};
+
+// The OpenMP runtimes of one process: predicted (check, libs) or seen (run).
+struct OpenMpProcess {
+  bool observed = false;
+  // What the process is: "import torch, numpy" (check), a program or a
+  // load order (libs, empty: none named), "pid 12 (python x.py)" (run).
+  std::string process;
+  bool aborted = false;   // it died of SIGABRT (observed only)
+  bool has_mkl = false;   // libmkl_rt is loaded too: MKL can use the GNU runtime
+  std::vector<OpenMpRuntime> runtimes;  // in load order, one per file
+};
+
+// The static TLS model's account of one failing dlopen().
+struct StaticTlsAccount {
+  std::string error;          // the dlerror() text of the model
+  std::string tls_module;     // the module whose TLS block did not fit
+  u64 bytes_needed = 0;
+  u64 bytes_left = 0;
+  u64 static_size = 0;        // the static TLS area
+  u64 startup_used = 0;       // used by the startup modules
+  u64 surplus = 0;
+};
+
+// The OpenMP runtimes of a simulated process, each with the objects that
+// need it; `process` names it (may be empty).
+OpenMpProcess openmp_process(const loader::Process& process, std::string name);
+
+// The account of `step` of a simulated sequence.
+StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq, const loader::DlopenStep& step);
+
+// A dlopen() that fails, or failed, because the static TLS area had no room.
+struct StaticTlsFailure {
+  enum class Source { Import, LoadOrder, Trace };
+  Source source = Source::LoadOrder;
+  std::string object;          // the name dlopen() was given
+  std::string error;           // the dlerror() text (real or modelled)
+  // Import: the import that would fail, the module it loads, the order.
+  std::string import_name, module, import_order;
+  // Trace: the process, the object that called dlopen(), and the module the
+  // real error names.
+  std::string process, requester, failing_module;
+  // The model's account: of the real failure replayed (Trace), or the
+  // predicted failure itself. nullopt: the model loads it (Trace), or could
+  // not replay the process (replay_error).
+  std::optional<StaticTlsAccount> model;
+  std::string replay_error;
+  size_t replayed_calls = 0;        // Trace: dlopen calls replayed
+  std::optional<bool> loads_without_audit;  // Trace: without run's audit module
+  // The complete GLIBC_TUNABLES value that lets it load (the user's other
+  // tunables kept), and for a Trace the exact need it was rounded up from.
+  std::optional<std::string> tunables;
+  struct Rounding {
+    std::string tunable;  // "glibc.rtld.optional_static_tls"
+    u64 exact = 0, rounded = 0;
+  };
+  std::optional<Rounding> rounding;
+};
+
+// Everything detection reads. A command fills what it gathered; a detector
+// whose facts are absent reports nothing.
+struct Facts {
+  const hostfacts::Facts* host = nullptr;
+  std::vector<OpenMpProcess> openmp;
+  std::vector<StaticTlsFailure> static_tls;
+};
+
+using Detections = std::vector<Detection>;
+using DetectorFn = void (*)(const Facts&, Detections&);
+
+struct Detector {
+  const char* rule;     // its rule id, e.g. OMP001
+  DetectorFn detect;
+};
+
+// Every registered detector, sorted by rule id (the list is generated from
+// the file names of src/detect/rules/ at build time).
+const std::vector<Detector>& detectors();
+
+// Runs every detector over `facts`, in rule-id order.
+Detections run_detectors(const Facts& facts);
+
+// The Findings of `detections` with their rules: from `rules` where it has
+// the id, else from the builtin rules. A detection whose id has no rule is a
+// bug of this program (std::logic_error).
+std::vector<Finding> findings(Detections detections, const rules::RuleSet& rules);
+
+}  // namespace mld::detect
+
+// Defines the detector of rule ID (src/detect/rules/ID.cc):
+//   MLD_DETECTOR(OMP001) { ... out.push_back(...); }
+// with `facts` and `out` in scope.
+#define MLD_DETECTOR(ID)                                                           \
+  void mld_detect_##ID(const ::mld::detect::Facts& facts, ::mld::detect::Detections& out); \
+  extern const ::mld::detect::Detector mld_detector_##ID{#ID, &mld_detect_##ID};          \
+  void mld_detect_##ID(const ::mld::detect::Facts& facts, ::mld::detect::Detections& out)

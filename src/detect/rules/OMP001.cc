@@ -1,0 +1,42 @@
+// OMP001 — more than one OpenMP runtime in one process. The facts come from
+// the loader's simulation (check's import set, libs' load order) or from
+// run's trace of a real process; GNU libgomp, LLVM libomp and Intel libiomp5
+// each keep their own thread pool, and a second LLVM/Intel runtime aborts
+// with "OMP: Error #15" when it initialises (rules/OMP001.toml).
+#include "detect/detect.h"
+
+MLD_DETECTOR(OMP001) {
+  using namespace mld;
+  for (const detect::OpenMpProcess& p : facts.openmp) {
+    if (p.runtimes.size() < 2) continue;
+    int kmp = 0;  // LLVM/Intel runtimes: the ones that abort on a second copy
+    for (const detect::OpenMpRuntime& r : p.runtimes) kmp += r.kind != loader::OpenMpKind::Gnu;
+    Detection d;
+    d.rule = "OMP001";
+    d.escalated = kmp >= 2;
+    d.subject = p.process;
+    const std::string count = std::to_string(p.runtimes.size()) + " OpenMP runtimes ";
+    if (p.observed)
+      d.message = count + "were loaded in " + p.process;
+    else
+      d.message = count + "would be loaded" + (p.process.empty() ? "" : " by `" + p.process + "`");
+    if (kmp < 2)
+      d.message += ": each keeps its own thread pool and thread count";
+    else if (p.aborted)
+      d.message += ": the second LLVM/Intel copy aborted it (\"OMP: Error #15\")";
+    else
+      d.message += std::string(": the second LLVM/Intel copy aborts with \"OMP: Error #15\"") +
+                   (p.observed ? " when it starts" : "");
+    for (const detect::OpenMpRuntime& r : p.runtimes)
+      d.evidence.push_back({std::string(loader::openmp_kind_name(r.kind)) + " " + r.soname + " => " + r.path +
+                                (r.interface.empty() ? "" : " (" + r.interface + ")") +
+                                (r.how.empty() ? "" : ", " + r.how),
+                            "", std::nullopt});
+    if (p.has_mkl) {
+      d.fix = "let MKL use the GNU runtime the others already load: MKL_THREADING_LAYER=GNU (then libiomp5 "
+              "is not needed); do not set KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
+      d.env_fix.push_back("MKL_THREADING_LAYER=GNU");
+    }
+    out.push_back(std::move(d));
+  }
+}
