@@ -17,6 +17,7 @@
 #include "findings/findings.h"
 #include "host/host.h"
 #include "logs/logs.h"
+#include "report/report.h"
 #include "rules/rules.h"
 
 namespace mld::cli {
@@ -64,9 +65,6 @@ int run_check(const CommonOptions& common, const CheckOptions& opts);
 // every rank.
 std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
                                                  const host::Host& host);
-// The `mldoctor.check/1` document of `check --json` (docs/json-schema.md),
-// which `fleet` and `diff` compare.
-nlohmann::json check_report_json(const check::CheckReport& r);
 
 // `mldoctor fleet` in one rank of an MPI job (argc/argv go to MPI_Init);
 // rank 0 prints the comparison.
@@ -122,7 +120,7 @@ const logs::Precompiled& builtin_precompiled();
 bool load_rules(const CommonOptions& common, rules::RuleSet& out);
 int run_explain(const CommonOptions& common, const std::string& id);
 
-// "mldoctor: error: <what>" on stderr.
-void print_error(const std::string& what);
+// "mldoctor: error: <what>" on stderr (report.h).
+using report::print_error;
 
 }  // namespace mld::cli

@@ -10,12 +10,6 @@
 
 #include "cli/command-line.h"
 
-namespace mld::cli {
-
-void print_error(const std::string& what) { std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str()); }
-
-}  // namespace mld::cli
-
 int main(int argc, char** argv) {
   using namespace mld;
   using namespace mld::cli;

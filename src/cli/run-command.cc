@@ -19,6 +19,7 @@
 #include "loader/loader.h"
 #include "logs/logs.h"
 #include "report/report.h"
+#include "render/run-report.h"
 #include "run/run.h"
 
 namespace mld::cli {
@@ -26,170 +27,6 @@ namespace mld::cli {
 using nlohmann::json;
 
 namespace {
-
-std::string base(const std::string& p) { return std::string(base_name(p)); }
-
-
-std::string signal_text(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return std::string("SIG") + (name ? name : std::to_string(sig).c_str());
-}
-
-std::string status_text(const run::LaunchResult& r) {
-  if (!r.started) return "did not start: " + r.error;
-  if (!r.status.known) return "unknown (" + r.error + ")";
-  if (r.status.signaled)
-    return "killed by " + signal_text(r.status.code) + (r.status.core_dumped ? " (core dumped)" : "");
-  return "exit " + std::to_string(r.status.code);
-}
-
-// The trace directory: the user's (created 0700, or an existing private one
-// of ours) or a fresh one under $TMPDIR that is removed afterwards.
-bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary, std::string& error) {
-  if (wanted.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mldoctor-run-XXXXXX";
-    if (!mkdtemp(templ.data())) {
-      error = "cannot create a trace directory in " + templ.substr(0, templ.rfind('/')) + ": " + errno_text(errno);
-      return false;
-    }
-    dir = templ;
-    temporary = true;
-    return true;
-  }
-  char real[4096];
-  if (mkdir(wanted.c_str(), 0700) != 0 && errno != EEXIST) {
-    error = "--trace-dir " + wanted + ": " + errno_text(errno);
-    return false;
-  }
-  struct stat st {};
-  if (lstat(wanted.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    error = "--trace-dir " + wanted + ": not a directory";
-    return false;
-  }
-  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-    error = "--trace-dir " + wanted + ": must be a private directory of this user (mode 0700); events name "
-            "every library and variable of the job";
-    return false;
-  }
-  // Events of an earlier run would be read as this job's (and a reused pid
-  // would append to its file).
-  if (std::optional<std::vector<std::string>> names = host::Host::live().list_dir(wanted))
-    for (const std::string& n : *names)
-      if (n.ends_with(".jsonl")) {
-        error = "--trace-dir " + wanted + " holds the events of an earlier run (" + n + "): use an empty directory";
-        return false;
-      }
-  dir = realpath(wanted.c_str(), real) ? std::string(real) : wanted;
-  temporary = false;
-  return true;
-}
-
-void remove_trace_dir(const std::string& dir) {
-  // Only the event files the shims write, then the (then empty) directory.
-  if (std::optional<std::vector<std::string>> names = host::Host::live().list_dir(dir))
-    for (const std::string& n : *names)
-      if (n.ends_with(".jsonl")) unlink((dir + "/" + n).c_str());
-  rmdir(dir.c_str());
-}
-
-void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p, const std::string& indent) {
-  std::string cmd;
-  if (!p.images.empty()) cmd = run::command_line(p.images.back().argv, 120);
-  std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
-               p.forked_from ? (" (fork of " + std::to_string(*p.forked_from) + ")").c_str() : "",
-               p.images.empty() ? "(no start event: forked)" : cmd.c_str());
-  for (size_t i = 0; i + 1 < p.images.size(); i++)
-    std::fprintf(out, "%s  exec'd from %s\n", indent.c_str(), p.images[i].exe.c_str());
-  size_t dl = 0;
-  for (const run::LoadedObject& o : p.objects) dl += o.kind != run::LoadKind::Startup;
-  std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
-  for (const run::LoadedObject& o : p.objects) {
-    const std::string b = base(o.path);
-    const loader::OpenMpKind kind = run::openmp_runtime_kind(o);
-    std::string what = kind != loader::OpenMpKind::None              ? std::string(loader::openmp_kind_name(kind))
-                       : o.runtime == "mkl" || b.starts_with("libmkl_rt") ? "MKL"
-                       : o.runtime == "openblas" || b.starts_with("libopenblas") ? "OpenBLAS"
-                                                                                 : "";
-    if (what.empty() || o.removed_by_failure) continue;
-    if (kind != loader::OpenMpKind::None)
-      if (std::string v = run::openmp_interface(&host, o.path); !v.empty()) what += ", " + v;
-    std::fprintf(out, "%s  runtime %s (%s): %s\n", indent.c_str(), o.path.c_str(), what.c_str(),
-                 run::load_chain(p, o.path).c_str());
-  }
-  for (const run::FailedLoad& f : p.failed) {
-    std::string how = f.removed.empty() ? "not found" : "failed after mapping";
-    std::fprintf(out, "%s  failed %s %s (%s%s)%s%s\n", indent.c_str(), std::string(run::load_kind_name(f.kind)).c_str(),
-                 f.name.c_str(), how.c_str(), f.requester.empty() ? "" : (", by " + base(f.requester)).c_str(),
-                 f.message.empty() ? "" : ": ", f.message.c_str());
-  }
-  for (const run::ThreadCall& c : p.thread_calls) {
-    std::string change = c.result ? " -> " + std::to_string(*c.result)
-                                  : " (" + (c.before ? std::to_string(*c.before) : std::string("?")) + " -> " +
-                                        (c.after ? std::to_string(*c.after) : std::string("?")) + ")";
-    std::fprintf(out, "%s  %s(%lld)%s from %s into %s\n", indent.c_str(), c.fn.c_str(), c.value, change.c_str(),
-                 base(c.caller).c_str(), base(c.runtime).c_str());
-  }
-  for (const run::EnvChange& e : p.env_changes)
-    std::fprintf(out, "%s  %s %s%s%s from %s\n", indent.c_str(), e.op.c_str(), e.name.c_str(), e.value ? "=" : "",
-                 e.value ? e.value->c_str() : "", base(e.caller).c_str());
-  for (const run::ForkEvent& f : p.forks)
-    std::fprintf(out, "%s  fork -> pid %ld with %ld threads%s\n", indent.c_str(), f.child, f.threads,
-                 f.openmp.empty() ? "" : (" after OpenMP (" + base(f.openmp.front()) + ") was loaded").c_str());
-  for (const run::RuntimeState& r : p.runtimes)
-    if (r.threads)
-      std::fprintf(out, "%s  at exit %s: %lld threads%s\n", indent.c_str(), base(r.path).c_str(), *r.threads,
-                   r.config.empty() ? "" : (" (" + r.config + ")").c_str());
-  if (p.bad_lines) std::fprintf(out, "%s  %llu event lines unreadable (cut by a crash?)\n", indent.c_str(),
-                                static_cast<unsigned long long>(p.bad_lines));
-}
-
-json process_json(const run::TracedProcess& p) {
-  json images = json::array();
-  for (const run::Image& im : p.images)
-    images.push_back({{"exe", repair_utf8(im.exe)}, {"argv", im.argv}, {"ppid", im.ppid}, {"glibc", im.glibc}});
-  json objects = json::array();
-  for (const run::LoadedObject& o : p.objects)
-    objects.push_back({{"path", repair_utf8(o.path)},
-                       {"requested", repair_utf8(o.requested)},
-                       {"requester", repair_utf8(o.requester)},
-                       {"kind", run::load_kind_name(o.kind)},
-                       {"lmid", o.lmid},
-                       {"closed", o.closed},
-                       {"removed_by_failure", o.removed_by_failure}});
-  json failed = json::array();
-  for (const run::FailedLoad& f : p.failed)
-    failed.push_back({{"name", repair_utf8(f.name)},
-                      {"requester", repair_utf8(f.requester)},
-                      {"kind", run::load_kind_name(f.kind)},
-                      {"candidates", f.candidates.size()},
-                      {"removed", f.removed},
-                      {"message", repair_utf8(f.message)}});
-  json calls = json::array();
-  for (const run::ThreadCall& c : p.thread_calls) {
-    json j = {{"fn", c.fn}, {"value", c.value}, {"caller", repair_utf8(c.caller)}, {"runtime", repair_utf8(c.runtime)}};
-    j["before"] = c.before ? json(*c.before) : json(nullptr);
-    j["after"] = c.after ? json(*c.after) : json(nullptr);
-    if (c.result) j["result"] = *c.result;
-    calls.push_back(std::move(j));
-  }
-  json env = json::array();
-  for (const run::EnvChange& e : p.env_changes)
-    env.push_back({{"op", e.op}, {"name", e.name}, {"value", e.value ? json(repair_utf8(*e.value)) : json(nullptr)},
-                   {"caller", repair_utf8(e.caller)}});
-  json forks = json::array();
-  for (const run::ForkEvent& f : p.forks)
-    forks.push_back({{"child", f.child}, {"threads", f.threads}, {"openmp", f.openmp}});
-  json runtimes = json::array();
-  for (const run::RuntimeState& r : p.runtimes)
-    runtimes.push_back({{"path", repair_utf8(r.path)}, {"kind", r.kind},
-                        {"threads", r.threads ? json(*r.threads) : json(nullptr)}, {"config", r.config}});
-  json j = {{"pid", p.pid},           {"images", images}, {"objects", objects},  {"failed_loads", failed},
-            {"thread_calls", calls},  {"env_changes", env}, {"forks", forks},     {"runtimes_at_exit", runtimes},
-            {"exited", p.exited},     {"unreadable_lines", p.bad_lines}};
-  j["forked_from"] = p.forked_from ? json(*p.forked_from) : json(nullptr);
-  return j;
-}
 
 void print_hang(std::FILE* out, const std::vector<Finding>& findings, const CommonOptions& common) {
   report::Style style{common.color, true};
@@ -242,7 +79,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
 
   std::string trace_dir, error;
   bool temporary = false;
-  if (!prepare_trace_dir(opts.trace_dir, trace_dir, temporary, error)) {
+  if (!run::prepare_trace_dir(opts.trace_dir, trace_dir, temporary, error)) {
     print_error(error);
     return 2;
   }
@@ -291,7 +128,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   if (!lr.started) print_error(lr.error);
 
   run::Trace trace = run::read_trace(trace_dir);
-  if (temporary) remove_trace_dir(trace_dir);
+  if (temporary) run::remove_trace_dir(trace_dir);
 
   FindingList found;
   run::AnalysisContext ctx;
@@ -336,11 +173,11 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   const std::string cmd = run::command_line(opts.argv, 120);
   if (common.format == OutputFormat::Json) {
     json procs = json::array();
-    for (const auto& [pid, p] : trace.processes) procs.push_back(process_json(p));
+    for (const auto& [pid, p] : trace.processes) procs.push_back(render::process_json(p));
     json findings = json::array();
     for (const Finding* f : all) findings.push_back(report::finding_json(*f));
     json status = {{"started", lr.started}, {"seconds", lr.seconds}};
-    if (lr.status.signaled) status["signal"] = signal_text(lr.status.code);
+    if (lr.status.signaled) status["signal"] = render::signal_text(lr.status.code);
     else status["exit_code"] = lr.status.code;
     status["killed_on_hang"] = lr.killed_on_hang;
     json doc = {{"schema", "mldoctor.run/1"},
@@ -355,9 +192,9 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   } else {
     report::Style style{common.color, true};
     std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
-    std::fprintf(out, "%-9s %s after %.2f s\n", "status", status_text(lr).c_str(), lr.seconds);
+    std::fprintf(out, "%-9s %s after %.2f s\n", "status", render::status_text(lr).c_str(), lr.seconds);
     std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
-    for (const auto& [pid, p] : trace.processes) print_process(out, host, p, "  ");
+    for (const auto& [pid, p] : trace.processes) render::print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
     std::fprintf(out, "\n");
     if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");

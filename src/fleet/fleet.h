@@ -24,7 +24,16 @@
 #include "base/base.h"
 #include "findings/findings.h"
 
+namespace mld::check {
+struct CheckReport;
+}
+
 namespace mld::fleet {
+
+// ─── check-document.cc: the document fleet and diff read ──────────────────
+// mldoctor.check/1 (docs/json-schema.md) of one check report; `version` is
+// the program's.
+nlohmann::json check_document(const check::CheckReport& r, std::string_view version);
 
 // ─── facts.cc: fact groups of one report ────────────────────────────────────
 

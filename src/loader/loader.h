@@ -312,6 +312,10 @@ enum class ProgramStart {
 class Loader {
  public:
   Loader(const host::Host& host, SearchConfig config);
+  // The search state refers to this object's config: one Loader per place,
+  // never copied or moved (hold it in an optional or a unique_ptr).
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
 
   // Loads `path` as the main program, started as `start` says, with
   // LD_PRELOAD and the breadth-first DT_NEEDED closure. Missing libraries are

@@ -265,4 +265,6 @@ std::string rules_markdown(const rules::RuleSet& rules) {
   return out;
 }
 
+void print_error(const std::string& what) { std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str()); }
+
 }  // namespace mld::report

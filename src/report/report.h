@@ -44,6 +44,10 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style);
 nlohmann::json rule_json(const rules::Rule& r);
 std::string rules_markdown(const rules::RuleSet& rules);
 
+// "mldoctor: error: <what>" on stderr: how every command reports a failure
+// of the tool itself (exit status 2).
+void print_error(const std::string& what);
+
 // Severity mark: "✗", "!", "·".
 const char* severity_mark(Severity s);
 

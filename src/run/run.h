@@ -256,6 +256,13 @@ struct LaunchResult {
 // tree), else <prefix>/lib/mldoctor relative to it (an install, relocatable).
 std::optional<std::string> find_shim_dir(const host::Host& host);
 
+// trace-dir.cc: the events' directory: `wanted` (--trace-dir, created 0700;
+// must be a private, event-free directory of this user) or, when empty, a
+// fresh one under $TMPDIR (`temporary`). false with `error` when unusable.
+bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary, std::string& error);
+// Removes the event files of a temporary directory, then the directory.
+void remove_trace_dir(const std::string& dir);
+
 // Runs argv with the shims, forwarding signals sent to mldoctor, and returns
 // when the child has exited. The child inherits stdin/stdout/stderr, the
 // process group and the terminal untouched.

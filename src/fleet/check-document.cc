@@ -1,0 +1,104 @@
+// check-document.cc — the writer of mldoctor.check/1 (docs/json-schema.md),
+// the document of `check --json` that fleet and diff read back (facts.cc):
+// both ends of one schema in one library.
+#include "check/check.h"
+#include "fleet/fleet.h"
+#include "hostfacts/hostfacts.h"
+#include "report/report.h"
+
+namespace mld::fleet {
+
+using nlohmann::json;
+
+namespace {
+
+json python_json(const check::CheckReport& r) {
+  if (!r.python) return {{"error", r.python_error}};
+  const pyenv::Environment& e = *r.python;
+  json pk = json::array();
+  for (const pyenv::ImportedPackage& p : e.packages) {
+    json ext = json::array(), libs = json::array();
+    for (const pyenv::NativeFile& f : p.extension_modules) ext.push_back(f.path);
+    for (const pyenv::NativeFile& f : p.libraries) libs.push_back(f.path);
+    pk.push_back({{"import", p.import_name},
+                  {"path", p.path},
+                  {"distribution", p.distribution ? json(*p.distribution) : json(nullptr)},
+                  {"version", p.version ? json(*p.version) : json(nullptr)},
+                  {"extension_modules", ext},
+                  {"libraries", libs}});
+  }
+  json dists = json::array();
+  for (const pyenv::Distribution& d : e.distributions)
+    dists.push_back({{"name", d.name}, {"version", d.version}, {"site", d.site_dir}});
+  return {{"interpreter", e.interpreter.path},
+          {"chosen_by", e.interpreter.reason},
+          {"version", e.python.version},
+          {"executable", e.python.executable},
+          {"prefix", e.python.prefix},
+          {"sys_path", e.python.sys_path},
+          {"packages", pk},
+          {"distributions", dists}};
+}
+
+json imports_json(const check::CheckReport& r) {
+  if (!r.imports) return {{"error", r.imports_error.empty() ? json(nullptr) : json(r.imports_error)}};
+  const check::ImportSimulation& s = *r.imports;
+  json steps = json::array();
+  for (size_t i = 0; i < s.steps.size(); i++) {
+    const pyenv::ImportStep& st = s.steps[i];
+    json j = {{"import", st.import_name}, {"module", st.module}, {"path", st.path}};
+    if (i < s.sequence.steps.size()) {
+      j["ok"] = s.sequence.steps[i].ok;
+      if (!s.sequence.steps[i].ok) j["error"] = s.sequence.steps[i].error;
+    }
+    steps.push_back(std::move(j));
+  }
+  json omp = json::array();
+  for (const check::OpenMpRuntime& rt : s.openmp)
+    omp.push_back({{"kind", std::string(loader::openmp_kind_name(rt.kind))},
+                   {"soname", rt.soname},
+                   {"path", rt.path},
+                   {"loaded_by", rt.brought_by}});
+  return {{"program", s.program},
+          {"steps", steps},
+          {"openmp_runtimes", omp},
+          {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
+          {"static_tls", {{"surplus", s.sequence.surplus}, {"static_size", s.sequence.static_size},
+                          {"startup_used", s.sequence.startup_used}}}};
+}
+
+
+}  // namespace
+
+json check_document(const check::CheckReport& r, std::string_view version) {
+  json findings = json::array();
+  for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
+  json host_j, env_j;
+  hostfacts::to_json(host_j, r.facts.host);
+  hostfacts::to_json(env_j, r.facts.env);
+  // cpuinfo's cores (the name predates the model of cpuinfo; kept for readers of check/1).
+  host_j["physical_cores"] = r.facts.host.cpuinfo.cores ? json(*r.facts.host.cpuinfo.cores) : json(nullptr);
+  host_j["gpu"] = r.gpu;
+  json py = python_json(r);
+  if (r.python && r.python->find_package("torch"))
+    py["torch_cuda"] = r.torch_build.build.cuda ? json(*r.torch_build.build.cuda) : json(nullptr);
+  if (r.torch_threads.torch) {
+    const check::TorchThreads& t = r.torch_threads;
+    py["torch_threads"] = {{"count", t.count ? json(*t.count) : json(nullptr)},
+                           {"rule", t.rule},
+                           {"basis", t.basis},
+                           {"unknown", t.unknown.empty() ? json(nullptr) : json(t.unknown)},
+                           {"evidence", t.evidence}};
+  }
+  json libs = json::array();
+  for (const check::StackLibrary& l : r.libraries)
+    libs.push_back({{"soname", l.soname},
+                    {"path", l.path ? json(*l.path) : json(nullptr)},
+                    {"file", l.file ? json(*l.file) : json(nullptr)},
+                    {"size", l.size ? json(*l.size) : json(nullptr)}});
+  return {{"schema", "mldoctor.check/1"}, {"version", version},      {"host", host_j},
+          {"environment", env_j},         {"python", py},                {"imports", imports_json(r)},
+          {"libraries", libs},            {"findings", findings}};
+}
+
+}  // namespace mld::fleet

@@ -1,0 +1,19 @@
+// check-report.h — the report of `mldoctor check` for people: the header rows
+// of the text and Markdown output (the findings follow, printed by
+// report.h). Its JSON document, mldoctor.check/1, is written next to its
+// reader in fleet/ (fleet/check-document.cc).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "check/check.h"
+
+namespace mld::render {
+
+// ("Host", "Debian GNU/Linux 12 (bookworm) · Linux 6.1 · glibc 2.36"), ...
+using HeaderRow = std::pair<std::string, std::string>;
+std::vector<HeaderRow> check_header(const check::CheckReport& r);
+
+}  // namespace mld::render
