@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz bench rules-doc guide clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz bench rules-doc guide layers-doc format clean
 
 all: build
 
@@ -51,6 +51,16 @@ rules-doc: build
 # (a test checks they are current).
 guide: build
 	@$(PYTHON) scripts/update-guide.py $(BUILD)/mldoctor
+
+# docs/design.md's layer diagram, generated from CMakeLists.txt's
+# mld_library() calls (a test checks it is current).
+layers-doc:
+	@$(PYTHON) tools/check-layers.py --update-doc docs/design.md
+
+# The C and C++ sources formatted in place with clang-format-14 and
+# .clang-format (a test checks they are).
+format:
+	@tools/format-tree.sh
 
 clean:
 	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD)

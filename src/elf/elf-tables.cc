@@ -155,6 +155,8 @@ u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash, u64* floor) {
 // The relocation types of each machine that touch TLS (glibc
 // sysdeps/{x86_64,i386,aarch64}/dl-machine.h elf_machine_rela/rel).
 std::optional<TlsRelocKind> classify(u16 machine, bool is64, u32 type) {
+  // A table: relocation numbers, kind, glibc's names (clang-format would break the rows).
+  // clang-format off
   switch (machine) {
     case EM_X86_64:  // x86-64 and x32 share the numbers
       switch (type) {
@@ -180,6 +182,7 @@ std::optional<TlsRelocKind> classify(u16 machine, bool is64, u32 type) {
       break;
   }
   return std::nullopt;
+  // clang-format on
 }
 
 bool machine_has_tls_relocs(u16 machine) {

@@ -432,6 +432,8 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
       nentries = i;
       break;
     }
+    // A table, one dynamic tag per row (clang-format would break the rows).
+    // clang-format off
     switch (tag) {
       case DT_NEEDED: nneeded++; break;
       case DT_STRTAB: f.strtab_ = val; has_strtab = true; break;
@@ -458,6 +460,7 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
       case DT_FLAGS_1: f.dt_flags_1_ = val; break;
       default: break;
     }
+    // clang-format on
   }
   // DT_STRTAB is an address; the loader reads it relocated in memory, we
   // read the same bytes through the PT_LOAD that maps them.
@@ -490,6 +493,8 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
                              : static_cast<i64>(static_cast<i32>(r.word(o)));
     const char* name;
     std::optional<std::string_view>* slot = nullptr;
+    // A table, one dynamic tag per row (clang-format would break the rows).
+    // clang-format off
     switch (tag) {
       case DT_NEEDED: name = "DT_NEEDED"; break;
       case DT_SONAME: name = "DT_SONAME"; slot = &f.soname_; break;
@@ -499,6 +504,7 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
       case DT_DEPAUDIT: name = "DT_DEPAUDIT"; slot = &f.depaudit_; break;
       default: continue;
     }
+    // clang-format on
     if (!has_strtab) {
       fail(o, "dynamic section has %s but no DT_STRTAB to resolve it", name);
     }

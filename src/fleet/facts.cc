@@ -103,10 +103,13 @@ std::string gib(const json* bytes) {
 // Variables that name the rank or its device and differ between ranks by
 // design: comparing them would report every healthy job.
 bool rank_identity_variable(std::string_view name) {
+  // Laid out by hand (clang-format would put one name per line).
+  // clang-format off
   static constexpr std::string_view names[] = {
       "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
       "OMPI_COMM_WORLD_NODE_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
       "CUDA_VISIBLE_DEVICES", "TORCHELASTIC_RUN_ID"};
+  // clang-format on
   return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 

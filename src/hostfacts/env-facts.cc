@@ -27,6 +27,8 @@ namespace {
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Variables worth reporting even when valid: prefixes and exact names.
+// Name tables, laid out by hand (clang-format would put one name per line).
+// clang-format off
 constexpr std::string_view kPrefixes[] = {"OMP_",   "GOMP_",  "KMP_",    "MKL_",     "OPENBLAS_", "GOTO_",
                                           "NUMBA_", "TORCH_", "PYTORCH_", "CUDA_",   "NCCL_",     "MALLOC_"};
 constexpr std::string_view kNames[] = {
@@ -35,6 +37,7 @@ constexpr std::string_view kNames[] = {
     "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",      "SLURM_CPUS_PER_TASK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
     "KUBERNETES_SERVICE_HOST"};
+// clang-format on
 
 bool steers_native_layer(std::string_view name) {
   for (std::string_view p : kPrefixes)
@@ -45,6 +48,8 @@ bool steers_native_layer(std::string_view name) {
 // Every glibc tunable of glibc 2.26-2.41 (elf/dl-tunables.list and the
 // sysdeps lists). Names outside it are silently ignored by ld.so.
 const std::set<std::string_view>& known_tunables() {
+  // Laid out by hand (clang-format would put one name per line).
+  // clang-format off
   static const std::set<std::string_view> names = {
       "glibc.cpu.aarch64_gcs", "glibc.cpu.aarch64_gcs_policy", "glibc.cpu.cached_memopt",
       "glibc.cpu.hwcap_mask", "glibc.cpu.hwcaps", "glibc.cpu.name", "glibc.cpu.plt_rewrite",
@@ -63,12 +68,15 @@ const std::set<std::string_view>& known_tunables() {
       "glibc.pthread.stack_cache_size", "glibc.pthread.stack_hugetlb", "glibc.rtld.dynamic_sort",
       "glibc.rtld.enable_secure", "glibc.rtld.execstack", "glibc.rtld.nns", "glibc.rtld.optional_static_tls",
   };
+  // clang-format on
   return names;
 }
 
 // OpenBLAS DYNAMIC_ARCH core names (driver/others/dynamic*.c), lower-case;
 // OpenBLAS compares them case-insensitively.
 const std::set<std::string_view>& known_openblas_cores() {
+  // Laid out by hand (clang-format would put one name per line).
+  // clang-format off
   static const std::set<std::string_view> names = {
       // x86-64 (dynamic.c corename[])
       "katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2", "penryn", "dunnington",
@@ -82,6 +90,7 @@ const std::set<std::string_view>& known_openblas_cores() {
       // power (dynamic_power.c)
       "power6", "power8", "power9", "power10",
   };
+  // clang-format on
   return names;
 }
 

@@ -478,6 +478,8 @@ std::string bracketed(const std::string& s) {
 
 // readelf's names for DT_FLAGS and DT_FLAGS_1 bits (binutils readelf.c).
 u64 flag_bits(const std::string& list, bool flags_1) {
+  // Name tables, laid out by hand (clang-format would put one flag per line).
+  // clang-format off
   static const std::map<std::string, u64> f = {
       {"ORIGIN", 0x1}, {"SYMBOLIC", 0x2}, {"TEXTREL", 0x4}, {"BIND_NOW", 0x8},
       {"STATIC_TLS", 0x10}};
@@ -491,6 +493,7 @@ u64 flag_bits(const std::string& list, bool flags_1) {
       {"NORELOC", 0x400000}, {"SYMINTPOSE", 0x800000}, {"GLOBAUDIT", 0x1000000},
       {"SINGLETON", 0x2000000}, {"STUB", 0x4000000}, {"PIE", 0x8000000},
       {"KMOD", 0x10000000}, {"WEAKFILTER", 0x20000000}, {"NOCOMMON", 0x40000000}};
+  // clang-format on
   u64 bits = 0;
   for (const std::string& t : tokens_of(list)) {
     if (t == "Flags:") continue;
