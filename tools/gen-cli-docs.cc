@@ -63,11 +63,16 @@ OptionDoc option_doc(const CLI::Option& opt) {
     const std::string type = opt.get_type_name();
     d.value = type.substr(0, type.find(':'));
     d.choices = choices_of(type);
-    if (!d.choices.empty()) d.complete = Complete::Choices;
-    else if (d.value == mld::cli::kValueDir) d.complete = Complete::Dir;
-    else if (d.value == mld::cli::kValueFile) d.complete = Complete::File;
-    else if (d.value == mld::cli::kValueProgram) d.complete = Complete::Program;
-    else if (d.value == "ID") d.complete = Complete::RuleId;
+    if (!d.choices.empty())
+      d.complete = Complete::Choices;
+    else if (d.value == mld::cli::kValueDir)
+      d.complete = Complete::Dir;
+    else if (d.value == mld::cli::kValueFile)
+      d.complete = Complete::File;
+    else if (d.value == mld::cli::kValueProgram)
+      d.complete = Complete::Program;
+    else if (d.value == "ID")
+      d.complete = Complete::RuleId;
   }
   return d;
 }
@@ -104,9 +109,12 @@ std::string roff(const std::string& text) {
   bool line_start = true;
   for (char ch : text) {
     if (line_start && (ch == '.' || ch == '\'')) out += "\\&";
-    if (ch == '\\') out += "\\e";
-    else if (ch == '-') out += "\\-";
-    else out += ch;
+    if (ch == '\\')
+      out += "\\e";
+    else if (ch == '-')
+      out += "\\-";
+    else
+      out += ch;
     line_start = ch == '\n';
   }
   return out;
@@ -114,7 +122,8 @@ std::string roff(const std::string& text) {
 
 std::string man_option_head(const OptionDoc& o) {
   std::string head;
-  for (size_t i = 0; i < o.names.size(); i++) head += (i ? ", " : "") + std::string("\\fB") + roff(o.names[i]) + "\\fR";
+  for (size_t i = 0; i < o.names.size(); i++)
+    head += (i ? ", " : "") + std::string("\\fB") + roff(o.names[i]) + "\\fR";
   if (!o.value.empty()) head += " \\fI" + roff(o.value) + "\\fR";
   if (!o.choices.empty()) {
     std::string list;
@@ -168,11 +177,13 @@ std::string man_page(const std::vector<CommandDoc>& commands, const mld::rules::
   }
   m += ".SH OPTIONS OF EVERY COMMAND\n";
   for (const OptionDoc& o : commands.front().options)
-    if (!o.positional && shared.count(o.names.front())) m += ".TP\n" + man_option_head(o) + "\n" + roff(o.help) + "\n";
+    if (!o.positional && shared.count(o.names.front()))
+      m += ".TP\n" + man_option_head(o) + "\n" + roff(o.help) + "\n";
   m += ".SH EXIT STATUS\n";
   for (const mld::cli::ExitStatus& s : mld::cli::kExitStatuses)
     m += ".TP\n.B " + std::to_string(s.code) + "\n" + roff(s.meaning) + "\n";
-  m += ".PP\n\\fBmldoctor run\\fR exits as the command it ran: the same status, or the same signal.\n";
+  m += ".PP\n\\fBmldoctor run\\fR exits as the command it ran: the same status, or the same "
+       "signal.\n";
   // roff text, one literal per roff line or sentence (clang-format would split them).
   // clang-format off
   m += ".SH ENVIRONMENT\n"
@@ -213,8 +224,10 @@ std::string bash_value_completion(const OptionDoc& o, const std::string& rule_id
     case Complete::Dir: return files + "compgen -d -- \"$cur\")";
     case Complete::File: return files + "compgen -f -- \"$cur\")";
     case Complete::Program: return files + "compgen -c -- \"$cur\"; compgen -f -- \"$cur\")";
-    case Complete::Choices: return "mapfile -t COMPREPLY < <(compgen -W \"" + shell_words(o.choices) + "\" -- \"$cur\")";
-    case Complete::RuleId: return "mapfile -t COMPREPLY < <(compgen -W \"" + rule_ids + "\" -- \"$cur\")";
+    case Complete::Choices:
+      return "mapfile -t COMPREPLY < <(compgen -W \"" + shell_words(o.choices) + "\" -- \"$cur\")";
+    case Complete::RuleId:
+      return "mapfile -t COMPREPLY < <(compgen -W \"" + rule_ids + "\" -- \"$cur\")";
     case Complete::Nothing: return "COMPREPLY=()";
   }
   return "COMPREPLY=()";
@@ -237,7 +250,9 @@ std::string bash_completion(const std::vector<CommandDoc>& commands, const std::
        "    case ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]}; break ;; esac\n"
        "  done\n"
        "  if [[ -z $cmd ]]; then\n"
-       "    mapfile -t COMPREPLY < <(compgen -W \"" + shell_words(names) + " --help --version\" -- \"$cur\")\n"
+       "    mapfile -t COMPREPLY < <(compgen -W \"" +
+       shell_words(names) +
+       " --help --version\" -- \"$cur\")\n"
        "    return\n"
        "  fi\n"
        "  if [[ $cmd == run ]]; then\n"
@@ -264,14 +279,16 @@ std::string bash_completion(const std::vector<CommandDoc>& commands, const std::
       if (!o.value.empty()) {
         std::string pattern;
         for (const std::string& n : o.names) pattern += (pattern.empty() ? "" : "|") + n;
-        value_cases += "        " + pattern + ") " + bash_value_completion(o, rule_ids) + "; return ;;\n";
+        value_cases +=
+            "        " + pattern + ") " + bash_value_completion(o, rule_ids) + "; return ;;\n";
       }
     }
     if (c.name == "run") option_names.push_back("--");
     b += "    " + c.name + ")\n";
     if (!value_cases.empty()) b += "      case $prev in\n" + value_cases + "      esac\n";
-    b += "      if [[ $cur == -* ]]; then mapfile -t COMPREPLY < <(compgen -W \"" + shell_words(option_names) +
-         "\" -- \"$cur\")\n      else " + positional + "; fi\n      ;;\n";
+    b += "      if [[ $cur == -* ]]; then mapfile -t COMPREPLY < <(compgen -W \"" +
+         shell_words(option_names) + "\" -- \"$cur\")\n      else " + positional +
+         "; fi\n      ;;\n";
   }
   b += "  esac\n}\ncomplete -F _mldoctor mldoctor\n";
   return b;
@@ -284,9 +301,12 @@ std::string bash_completion(const std::vector<CommandDoc>& commands, const std::
 std::string zsh_quote(const std::string& s) {
   std::string out;
   for (char ch : s) {
-    if (ch == '\'') out += "'\\''";
-    else if (ch == '[' || ch == ']' || ch == ':') out += std::string("\\") + ch;
-    else out += ch;
+    if (ch == '\'')
+      out += "'\\''";
+    else if (ch == '[' || ch == ']' || ch == ':')
+      out += std::string("\\") + ch;
+    else
+      out += ch;
   }
   return out;
 }
@@ -305,7 +325,8 @@ std::string zsh_action(const OptionDoc& o, const std::string& rule_ids) {
 
 std::string zsh_completion(const std::vector<CommandDoc>& commands, const std::string& rule_ids) {
   std::string z;
-  z += "#compdef mldoctor\n# zsh completion for mldoctor. Generated by tools/gen-cli-docs.cc from the\n"
+  z += "#compdef mldoctor\n# zsh completion for mldoctor. Generated by tools/gen-cli-docs.cc from "
+       "the\n"
        "# option table the binary parses with; do not edit.\n";
   // Not `commands`: that is zsh's table of programs, which _command_names
   // and _normal read.
@@ -314,7 +335,8 @@ std::string zsh_completion(const std::vector<CommandDoc>& commands, const std::s
   z += "  )\n"
        "  if (( CURRENT == 2 )); then\n"
        "    _describe -t commands 'mldoctor command' subcmds\n"
-       "    _arguments '--help[print the help]' '--version[print the version, build and optional parts]'\n"
+       "    _arguments '--help[print the help]' '--version[print the version, build and optional "
+       "parts]'\n"
        "    return\n"
        "  fi\n"
        "  local cmd=$words[2]\n"
@@ -345,9 +367,11 @@ std::string zsh_completion(const std::vector<CommandDoc>& commands, const std::s
     }
     for (const OptionDoc& o : c.options) {
       if (!o.positional) continue;
-      if (c.name == "run") specs.push_back("'*::command:_normal'");
-      else specs.push_back(std::string("'") + (o.repeatable ? "*" : "") + ":" + zsh_quote(o.names.front()) + ":" +
-                           zsh_action(o, rule_ids) + "'");
+      if (c.name == "run")
+        specs.push_back("'*::command:_normal'");
+      else
+        specs.push_back(std::string("'") + (o.repeatable ? "*" : "") + ":" +
+                        zsh_quote(o.names.front()) + ":" + zsh_action(o, rule_ids) + "'");
     }
     z += "      _arguments -s";
     for (const std::string& spec : specs) z += " \\\n        " + spec;
@@ -376,12 +400,13 @@ std::string fish_completion(const std::vector<CommandDoc>& commands, const std::
   f += "# fish completion for mldoctor. Generated by tools/gen-cli-docs.cc from the\n"
        "# option table the binary parses with; do not edit.\n";
   f += "complete -c mldoctor -f\n";
-  f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all + "' -l help -d 'print the help'\n";
+  f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all +
+       "' -l help -d 'print the help'\n";
   f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all +
        "' -l version -d 'print the version, build and optional parts'\n";
   for (const CommandDoc& c : commands)
-    f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all + "' -a " + c.name + " -d " +
-         fish_quote(c.help) + "\n";
+    f += "complete -c mldoctor -n 'not __fish_seen_subcommand_from " + all + "' -a " + c.name +
+         " -d " + fish_quote(c.help) + "\n";
   // `run ... -- CMD ...`: complete the job's command line as fish would,
   // whatever options came before `--`.
   f += "function __mldoctor_run_job\n"
@@ -391,17 +416,20 @@ std::string fish_completion(const std::vector<CommandDoc>& commands, const std::
        "end\n";
   for (const CommandDoc& c : commands) {
     std::string when = "-n '__fish_seen_subcommand_from " + c.name + "'";
-    if (c.name == "run") when = "-n '__fish_seen_subcommand_from run; and not contains -- -- (commandline -opc)'";
+    if (c.name == "run")
+      when = "-n '__fish_seen_subcommand_from run; and not contains -- -- (commandline -opc)'";
     for (const OptionDoc& o : c.options) {
       std::string line = "complete -c mldoctor " + when;
       if (o.positional) {
         if (c.name == "run") {
-          f += "complete -c mldoctor -n '__fish_seen_subcommand_from run; and contains -- -- (commandline -opc)' "
+          f += "complete -c mldoctor -n '__fish_seen_subcommand_from run; and contains -- -- "
+               "(commandline -opc)' "
                "-a '(__mldoctor_run_job)'\n";
           continue;
         }
       } else {
-        for (const std::string& n : o.names) line += n.starts_with("--") ? " -l " + n.substr(2) : " -s " + n.substr(1);
+        for (const std::string& n : o.names)
+          line += n.starts_with("--") ? " -l " + n.substr(2) : " -s " + n.substr(1);
         // -x: a value, and no file names unless the value is a file.
         if (!o.value.empty()) line += o.complete == Complete::File ? " -r" : " -x";
       }

@@ -210,7 +210,8 @@ std::shared_ptr<SparseFile> SparseFile::open(const std::string& path) {
   return adopt(fd, path, [path] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); });
 }
 
-std::shared_ptr<SparseFile> SparseFile::adopt(int fd, std::string name, std::function<int()> reopen) {
+std::shared_ptr<SparseFile> SparseFile::adopt(int fd, std::string name,
+                                              std::function<int()> reopen) {
   const struct stat st = stat_regular_or_close(fd, name);
   std::shared_ptr<SparseFile> f(new SparseFile());
   f->name_ = std::move(name);
@@ -350,7 +351,8 @@ std::optional<std::string> line_field(std::string_view text, std::string_view ke
     size_t at = line.find(sep);
     if (at == std::string_view::npos || trim(line.substr(0, at)) != key) continue;
     std::string_view v = trim(line.substr(at + 1));
-    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      v = v.substr(1, v.size() - 2);
     return std::string(v);
   }
   return std::nullopt;

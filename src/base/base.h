@@ -30,8 +30,7 @@ using i64 = std::int64_t;
 // at the per-file boundary so one corrupt file never ends a run.
 class ParseError : public std::runtime_error {
  public:
-  ParseError(std::string what, u64 offset)
-      : std::runtime_error(std::move(what)), offset_(offset) {}
+  ParseError(std::string what, u64 offset) : std::runtime_error(std::move(what)), offset_(offset) {}
   u64 offset() const { return offset_; }
 
  private:
@@ -65,7 +64,9 @@ class IoError : public std::runtime_error {
 // `s` without leading and trailing ASCII whitespace (space, \t, \n, \r,
 // \f, \v): the one trim of every text parser.
 inline std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;

@@ -5,12 +5,12 @@
 // `import torch, numpy, ...` performs them. That replay is what makes the
 // order-dependent failures predictable — which OpenMP runtime is first, which
 // import runs out of static TLS, which libstdc++ answers a GLIBCXX need.
+#include "check/check.h"
+
 #include <algorithm>
 #include <future>
 #include <map>
 #include <set>
-
-#include "check/check.h"
 
 namespace mld::check {
 
@@ -44,7 +44,8 @@ std::string layer_name(const std::string& module) {
 // threading-layer candidate; the first whose dlopen succeeds wins and the
 // others never load.
 ImportSimulation simulate(loader::Loader& loader, const std::string& program, loader::Process start,
-                          std::vector<pyenv::ImportStep> steps, const loader::StaticTlsParams& params) {
+                          std::vector<pyenv::ImportStep> steps,
+                          const loader::StaticTlsParams& params) {
   ImportSimulation sim;
   sim.program = program;
 
@@ -86,7 +87,8 @@ ImportSimulation simulate(loader::Loader& loader, const std::string& program, lo
   // dlopen() added it.
   std::map<std::string, std::string> by_path;
   for (size_t i = 0; i < sim.sequence.steps.size() && i < sim.steps.size(); i++)
-    for (const std::string& p : sim.sequence.steps[i].loaded) by_path.emplace(p, describe_step(sim.steps[i]));
+    for (const std::string& p : sim.sequence.steps[i].loaded)
+      by_path.emplace(p, describe_step(sim.steps[i]));
   const std::string interp = "the interpreter (" + program + ")";
   for (size_t i = 0; i < sim.process.objects.size(); i++) {
     const loader::Object& o = sim.process.objects[i];
@@ -130,9 +132,10 @@ struct ScanResult {
 
 const std::vector<std::string>& stack_library_sonames() {
   static const std::vector<std::string> names = {
-      "libcuda.so.1",   "libnvidia-ml.so.1", "libcudart.so.12", "libcudart.so.11.0", "libnccl.so.2",
-      "libcudnn.so.9",  "libcudnn.so.8",     "libibverbs.so.1", "libmlx5.so.1",      "librdmacm.so.1",
-      "libgomp.so.1",   "libomp.so.5",       "libstdc++.so.6"};
+      "libcuda.so.1",  "libnvidia-ml.so.1", "libcudart.so.12", "libcudart.so.11.0",
+      "libnccl.so.2",  "libcudnn.so.9",     "libcudnn.so.8",   "libibverbs.so.1",
+      "libmlx5.so.1",  "librdmacm.so.1",    "libgomp.so.1",    "libomp.so.5",
+      "libstdc++.so.6"};
   return names;
 }
 
@@ -170,7 +173,8 @@ std::vector<StackLibrary> find_stack_libraries(loader::Loader& loader) {
 
 CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   CheckReport r;
-  const std::vector<std::string>& imports = options.imports.empty() ? kUsualImports : options.imports;
+  const std::vector<std::string>& imports =
+      options.imports.empty() ? kUsualImports : options.imports;
 
   // The probe is a Python start-up (tens of milliseconds, mostly waiting):
   // it runs on its own thread while this one reads the host and loads the
@@ -178,9 +182,11 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   pyenv::ScanOptions so;
   so.python = options.python;
   so.run_interpreter = host.is_live_root();
-  for (const pyenv::KnownPackage& k : pyenv::known_packages()) so.packages.emplace_back(k.import_name);
+  for (const pyenv::KnownPackage& k : pyenv::known_packages())
+    so.packages.emplace_back(k.import_name);
   for (const std::string& name : imports)
-    if (std::find(so.packages.begin(), so.packages.end(), name) == so.packages.end()) so.packages.push_back(name);
+    if (std::find(so.packages.begin(), so.packages.end(), name) == so.packages.end())
+      so.packages.push_back(name);
   std::future<ScanResult> scan = std::async(std::launch::async, [&host, so] {
     ScanResult out;
     try {
@@ -196,7 +202,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   r.facts = hostfacts::collect(host, co);
 
   u16 machine = native_machine();
-  loader::SearchConfig config = loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
+  loader::SearchConfig config =
+      loader::SearchConfig::for_host(host, machine, true, loader::GlibcVersion{});
   if (!options.glibc.empty()) {
     r.glibc = loader::parse_glibc_version(options.glibc);
     if (!r.glibc) {
@@ -207,7 +214,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     r.glibc = loader::detect_glibc_version(host, config.system_dirs);
   }
   if (r.glibc)
-    r.facts.host.glibc_version = std::to_string(r.glibc->major) + "." + std::to_string(r.glibc->minor);
+    r.facts.host.glibc_version =
+        std::to_string(r.glibc->major) + "." + std::to_string(r.glibc->minor);
 
   std::optional<loader::Loader> loader;
   std::optional<loader::Process> start;
@@ -231,7 +239,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     // The program is what the interpreter says it is (sys.executable): the
     // path that chose it may be a launcher script (pyenv's and asdf's shims).
     std::string actual = r.python->python.executable;
-    if (actual.empty() || host.stat(actual).kind != host::FileKind::Regular) actual = r.python->interpreter.path;
+    if (actual.empty() || host.stat(actual).kind != host::FileKind::Regular)
+      actual = r.python->interpreter.path;
     if (actual != program || machine_of(r.python->python.machine) != machine) {
       // Another interpreter or architecture than guessed: start again.
       machine = machine_of(r.python->python.machine);
@@ -246,8 +255,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     } else {
       try {
         if (!start) start = loader->load_program(program);
-        r.imports = simulate(*loader, program, std::move(*start), pyenv::usual_import_set(*r.python, host, imports),
-                             *params);
+        r.imports = simulate(*loader, program, std::move(*start),
+                             pyenv::usual_import_set(*r.python, host, imports), *params);
       } catch (const std::exception& e) {
         r.imports_error = program + ": " + e.what();
       }
@@ -278,7 +287,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   detect::Facts facts;
   facts.host = &r.facts;
   gather_native_facts(r, host, facts);
-  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet())) list.add(std::move(f));
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+    list.add(std::move(f));
   r.findings = std::move(list.findings);
   // One finding that explains another hides it (`replaces` in the rule
   // files: GPU006 names the GPUs ENV009's repeated CUDA_VISIBLE_DEVICES
@@ -310,7 +320,8 @@ std::vector<FixSetting> fix_settings(const std::vector<Finding>& findings) {
         value = setting.substr(eq + 1);
       }
       if (name.empty()) continue;
-      auto it = std::find_if(out.begin(), out.end(), [&](const FixSetting& s) { return s.name == name; });
+      auto it =
+          std::find_if(out.begin(), out.end(), [&](const FixSetting& s) { return s.name == name; });
       if (it == out.end()) {
         out.push_back({name, value, {f.rule}});
       } else if (std::find(it->rules.begin(), it->rules.end(), f.rule) == it->rules.end() &&

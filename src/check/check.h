@@ -23,8 +23,8 @@
 
 #include "detect/detect.h"
 #include "findings/findings.h"
-#include "host/host.h"
 #include "gpu/gpu.h"
+#include "host/host.h"
 #include "hostfacts/hostfacts.h"
 #include "jit/jit.h"
 #include "loader/loader.h"
@@ -54,12 +54,12 @@ struct OpenMpRuntime {
 
 // The import set replayed through the loader.
 struct ImportSimulation {
-  std::string program;                    // the interpreter loaded as the program
-  std::vector<pyenv::ImportStep> steps;   // the dlopen() calls, in order
-  loader::DlopenSequence sequence;        // their outcome, one per step
-  loader::Process process;                // the objects the process ends with
-  std::vector<std::string> loaded_by;     // per process object: the import that brought it
-  std::vector<OpenMpRuntime> openmp;      // in load order
+  std::string program;                   // the interpreter loaded as the program
+  std::vector<pyenv::ImportStep> steps;  // the dlopen() calls, in order
+  loader::DlopenSequence sequence;       // their outcome, one per step
+  loader::Process process;               // the objects the process ends with
+  std::vector<std::string> loaded_by;    // per process object: the import that brought it
+  std::vector<OpenMpRuntime> openmp;     // in load order
   // numba's threading layer: the candidate that would win, if numba is in the set.
   std::optional<std::string> numba_layer;  // "tbb", "omp", "workqueue"
 };
@@ -83,24 +83,24 @@ const std::vector<std::string>& stack_library_sonames();
 // What the installed torch was built as, read from its files (torch-threads.cc).
 struct TorchBuildFacts {
   bool installed = false;
-  pyenv::TorchBuild build;              // version.py and ATen/Config.h
-  std::string libc10, libtorch_cpu;     // as the simulated import loaded them
-  std::optional<u16> e_machine;         // of libtorch_cpu (else libc10)
+  pyenv::TorchBuild build;           // version.py and ATen/Config.h
+  std::string libc10, libtorch_cpu;  // as the simulated import loaded them
+  std::optional<u16> e_machine;      // of libtorch_cpu (else libc10)
   // libc10 exports c10::TaskThreadPoolBase::defaultNumThreads() (torch >=
   // 2.2; before, it was inline in a header); nullopt without libc10.
   std::optional<bool> exports_default_num_threads;
-  bool libc10_needs_cpuinfo = false;    // DT_NEEDED libcpuinfo (Debian-style builds)
-  bool rodata_read = false;             // libtorch_cpu's .rodata was searched
-  bool no_mkl_string = false;           // ... and holds "MKL not found": no MKL
+  bool libc10_needs_cpuinfo = false;  // DT_NEEDED libcpuinfo (Debian-style builds)
+  bool rodata_read = false;           // libtorch_cpu's .rodata was searched
+  bool no_mkl_string = false;         // ... and holds "MKL not found": no MKL
 };
 
 // torch.get_num_threads() right after `import torch`, before anyone changes
 // it, and the rule of the installed build that gives it.
 struct TorchThreads {
-  bool torch = false;          // torch is installed
-  std::optional<u32> count;    // nullopt: cannot be known here (`unknown` says why)
-  std::string rule;            // the code that decides, in words
-  std::string basis;           // its inputs and arithmetic on this machine
+  bool torch = false;        // torch is installed
+  std::optional<u32> count;  // nullopt: cannot be known here (`unknown` says why)
+  std::string rule;          // the code that decides, in words
+  std::string basis;         // its inputs and arithmetic on this machine
   std::string unknown;
   std::vector<std::string> evidence;  // how the build was recognised
 };
@@ -116,14 +116,14 @@ struct CheckReport {
   std::optional<loader::GlibcVersion> glibc;
   std::optional<pyenv::Environment> python;  // nullopt: python_error says why
   std::string python_error;
-  std::optional<ImportSimulation> imports;   // nullopt without a Python environment
-  std::string imports_error;                 // why the simulation could not run
-  TorchBuildFacts torch_build;               // the installed torch, from its files
-  TorchThreads torch_threads;                // its default intra-op thread count here
-  jit::JitReport jit;                        // extension build caches and toolchain
-  gpu::GpuFacts gpu;                         // GPUs, HCAs, interfaces, PCI topology
-  std::vector<StackLibrary> libraries;       // empty when the C library's release is unknown
-  std::vector<Finding> findings;             // sorted: errors first, then by rule
+  std::optional<ImportSimulation> imports;  // nullopt without a Python environment
+  std::string imports_error;                // why the simulation could not run
+  TorchBuildFacts torch_build;              // the installed torch, from its files
+  TorchThreads torch_threads;               // its default intra-op thread count here
+  jit::JitReport jit;                       // extension build caches and toolchain
+  gpu::GpuFacts gpu;                        // GPUs, HCAs, interfaces, PCI topology
+  std::vector<StackLibrary> libraries;      // empty when the C library's release is unknown
+  std::vector<Finding> findings;            // sorted: errors first, then by rule
 };
 
 // Runs every check against `host` (the live machine, or a tree under --root).
@@ -143,7 +143,7 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
 struct FixSetting {
   std::string name;
   std::optional<std::string> value;  // nullopt: unset the variable
-  std::vector<std::string> rules;  // the findings that asked for it
+  std::vector<std::string> rules;    // the findings that asked for it
 };
 std::vector<FixSetting> fix_settings(const std::vector<Finding>& findings);
 

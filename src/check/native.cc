@@ -32,7 +32,8 @@ std::string basename_of(const std::string& p) { return std::string(base_name(p))
 std::string imports_text(const ImportSimulation& sim) {
   std::vector<std::string> names;
   for (const pyenv::ImportStep& s : sim.steps)
-    if (std::find(names.begin(), names.end(), s.import_name) == names.end()) names.push_back(s.import_name);
+    if (std::find(names.begin(), names.end(), s.import_name) == names.end())
+      names.push_back(s.import_name);
   std::string t = "import ";
   for (size_t i = 0; i < names.size(); i++) t += (i ? ", " : "") + names[i];
   return t;
@@ -44,7 +45,8 @@ void add_provenance(const ImportSimulation& sim, Finding& f) {
     const loader::Object& o = sim.process.objects[i];
     if (o.faked || o.path.empty()) continue;
     if (f.message.find(o.path) == std::string::npos && f.subject != o.path) continue;
-    f.evidence.push_back({basename_of(o.path) + " is loaded by " + sim.loaded_by[i], "", std::nullopt});
+    f.evidence.push_back(
+        {basename_of(o.path) + " is loaded by " + sim.loaded_by[i], "", std::nullopt});
   }
 }
 
@@ -70,14 +72,17 @@ const loader::Object* first_with_soname_prefix(const ImportSimulation& sim, std:
 // otherwise — and exports MKL_THREADING_LAYER=INTEL to every child process,
 // which then dies if it imports torch before numpy. libmkl_rt on its own
 // defaults to the INTEL layer, i.e. libiomp5 beside libgomp.
-void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mkl_service, FindingSink& sink) {
+void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mkl_service,
+                    FindingSink& sink) {
   size_t mkl_index = 0;
   const loader::Object* mkl = first_with_soname_prefix(sim, "libmkl_rt", &mkl_index);
   if (!mkl) return;
   const OpenMpRuntime* gnu_before = nullptr;
   const OpenMpRuntime* gnu_after = nullptr;
   for (const OpenMpRuntime& r : sim.openmp) {
-    if (basename_of(r.path).find("libiomp5.so") != std::string::npos && r.kind != loader::OpenMpKind::Gnu) continue;
+    if (basename_of(r.path).find("libiomp5.so") != std::string::npos &&
+        r.kind != loader::OpenMpKind::Gnu)
+      continue;
     if (r.load_index < mkl_index && !gnu_before) gnu_before = &r;
     if (r.load_index > mkl_index && !gnu_after) gnu_after = &r;
   }
@@ -92,8 +97,8 @@ void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mk
   const std::string mkl_by = sim.loaded_by[mkl_index];
   if (layer == "INTEL" && gnu_before) {
     f.severity = Severity::Error;
-    f.message = "MKL_THREADING_LAYER=" + *raw + " is incompatible with " + basename_of(gnu_before->path) +
-                ", loaded before MKL: " +
+    f.message = "MKL_THREADING_LAYER=" + *raw + " is incompatible with " +
+                basename_of(gnu_before->path) + ", loaded before MKL: " +
                 (mkl_service ? "mkl-service prints this and exits at `import mkl`"
                              : "MKL's Intel layer would start libiomp5 beside it");
   } else if (gnu_before) {
@@ -101,38 +106,48 @@ void find_mkl_layer(const ImportSimulation& sim, const host::Host& host, bool mk
     // keeps its INTEL default.
     if (mkl_service) return;
     f.severity = Severity::Warning;
-    f.message = "MKL_THREADING_LAYER is not set: libmkl_rt would run its default INTEL layer on libiomp5 beside " +
-                basename_of(gnu_before->path) + ", loaded before it — two OpenMP thread pools in one process";
+    f.message =
+        "MKL_THREADING_LAYER is not set: libmkl_rt would run its default INTEL layer on libiomp5 "
+        "beside " +
+        basename_of(gnu_before->path) +
+        ", loaded before it — two OpenMP thread pools in one process";
   } else {
     f.severity = Severity::Warning;
-    f.message = "libmkl_rt is loaded before " + basename_of(gnu_after->path) + " (" + gnu_after->brought_by +
-                "): MKL picks its INTEL layer (libiomp5)" +
-                (mkl_service ? ", and mkl-service exports MKL_THREADING_LAYER=INTEL to child processes, which exit "
-                               "with \"MKL_THREADING_LAYER=INTEL is incompatible with " +
-                                   basename_of(gnu_after->path) + "\" if they import it first"
-                             : std::string(", beside GNU OpenMP: two thread pools in one process"));
+    f.message =
+        "libmkl_rt is loaded before " + basename_of(gnu_after->path) + " (" +
+        gnu_after->brought_by + "): MKL picks its INTEL layer (libiomp5)" +
+        (mkl_service
+             ? ", and mkl-service exports MKL_THREADING_LAYER=INTEL to child processes, which exit "
+               "with \"MKL_THREADING_LAYER=INTEL is incompatible with " +
+                   basename_of(gnu_after->path) + "\" if they import it first"
+             : std::string(", beside GNU OpenMP: two thread pools in one process"));
   }
-  f.evidence.push_back({"MKL_THREADING_LAYER " + (raw ? "= " + *raw : std::string("is unset")), "", std::nullopt});
-  f.evidence.push_back({basename_of(mkl->path) + " => " + mkl->path + ", loaded by " + mkl_by, "", std::nullopt});
+  f.evidence.push_back(
+      {"MKL_THREADING_LAYER " + (raw ? "= " + *raw : std::string("is unset")), "", std::nullopt});
+  f.evidence.push_back(
+      {basename_of(mkl->path) + " => " + mkl->path + ", loaded by " + mkl_by, "", std::nullopt});
   const OpenMpRuntime* g = gnu_before ? gnu_before : gnu_after;
-  f.evidence.push_back({std::string(loader::openmp_kind_name(g->kind)) + " " + g->soname + " => " + g->path +
-                            ", loaded by " + g->brought_by,
+  f.evidence.push_back({std::string(loader::openmp_kind_name(g->kind)) + " " + g->soname + " => " +
+                            g->path + ", loaded by " + g->brought_by,
                         "", std::nullopt});
-  f.fix = "use MKL's GNU threading layer, which runs on the libgomp the other packages load: "
-          "export MKL_THREADING_LAYER=GNU (and leave MKL_SERVICE_FORCE_INTEL unset)";
+  f.fix =
+      "use MKL's GNU threading layer, which runs on the libgomp the other packages load: "
+      "export MKL_THREADING_LAYER=GNU (and leave MKL_SERVICE_FORCE_INTEL unset)";
   f.env_fix.push_back("MKL_THREADING_LAYER=GNU");
   sink.add(std::move(f));
 }
 
 // libcudart.so.12 -> {"libcudart", 12}; nullopt for names without a major.
 std::optional<std::pair<std::string, std::string>> cuda_family(const std::string& soname) {
-  static const char* families[] = {"libcudart", "libcublas",  "libcublasLt", "libcudnn", "libcufft",
-                                   "libcurand", "libcusparse", "libcusolver", "libnccl", "libnvrtc",
-                                   "libnvJitLink", "libcupti", "libnvToolsExt"};
+  static const char* families[] = {"libcudart",    "libcublas", "libcublasLt",  "libcudnn",
+                                   "libcufft",     "libcurand", "libcusparse",  "libcusolver",
+                                   "libnccl",      "libnvrtc",  "libnvJitLink", "libcupti",
+                                   "libnvToolsExt"};
   size_t so = soname.find(".so.");
   if (so == std::string::npos) return std::nullopt;
   std::string base = soname.substr(0, so);
-  if (std::find(std::begin(families), std::end(families), base) == std::end(families)) return std::nullopt;
+  if (std::find(std::begin(families), std::end(families), base) == std::end(families))
+    return std::nullopt;
   std::string rest = soname.substr(so + 4);
   std::string major = rest.substr(0, rest.find('.'));
   if (major.empty()) return std::nullopt;
@@ -153,14 +168,15 @@ void find_cuda_majors(const ImportSimulation& sim, FindingSink& sink) {
     f.rule = "CUDA001";
     f.severity = Severity::Warning;
     f.subject = family;
-    f.message = std::to_string(majors.size()) + " major versions of " + family + " would be loaded by `" +
-                imports_text(sim) + "`";
+    f.message = std::to_string(majors.size()) + " major versions of " + family +
+                " would be loaded by `" + imports_text(sim) + "`";
     for (const auto& [major, i] : majors)
-      f.evidence.push_back({family + ".so." + major + " => " + sim.process.objects[i].path + ", loaded by " +
-                                sim.loaded_by[i],
+      f.evidence.push_back({family + ".so." + major + " => " + sim.process.objects[i].path +
+                                ", loaded by " + sim.loaded_by[i],
                             "", std::nullopt});
-    f.fix = "install the packages built for one CUDA major version (the nvidia-*-cu12 wheels with a "
-            "cu12 torch, or all cu11)";
+    f.fix =
+        "install the packages built for one CUDA major version (the nvidia-*-cu12 wheels with a "
+        "cu12 torch, or all cu11)";
     sink.add(std::move(f));
   }
 }
@@ -189,7 +205,8 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   omp.process = imports_text(sim);
   size_t unused = 0;
   omp.has_mkl = first_with_soname_prefix(sim, "libmkl_rt", &unused) != nullptr;
-  for (const OpenMpRuntime& r : sim.openmp) omp.runtimes.push_back({r.kind, r.soname, r.path, "", "loaded by " + r.brought_by});
+  for (const OpenMpRuntime& r : sim.openmp)
+    omp.runtimes.push_back({r.kind, r.soname, r.path, "", "loaded by " + r.brought_by});
   facts.openmp.push_back(std::move(omp));
   // The first import that fails on static TLS (the later ones run in a
   // process that already failed), with the tunable that lets it load.
@@ -206,7 +223,8 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
     f.import_order = imports_text(sim);
     f.model = detect::static_tls_account(sim.sequence, st);
     if (sim.sequence.tunables_fix)
-      f.tunables = loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
+      f.tunables =
+          loader::merge_glibc_tunables(host.getenv("GLIBC_TUNABLES"), *sim.sequence.tunables_fix);
     facts.static_tls.push_back(std::move(f));
     break;
   }

@@ -41,7 +41,8 @@ void find_budget(const CheckReport& report, FindingSink& sink) {
   if (!h.cpu.usable) return;
   const u32 usable = *h.cpu.usable;
   const u32 affinity = h.cpu.affinity ? static_cast<u32>(h.cpu.affinity->size())
-                                      : h.cpu.online ? static_cast<u32>(h.cpu.online->size()) : usable;
+                       : h.cpu.online ? static_cast<u32>(h.cpu.online->size())
+                                      : usable;
   const u32 ranks = std::max<u32>(1, h.ranks_per_node.count.value_or(1));
 
   struct Pool {
@@ -52,15 +53,20 @@ void find_budget(const CheckReport& report, FindingSink& sink) {
   if (std::optional<u32> omp = first_count(t.omp_num_threads))
     pools.push_back({"OpenMP: OMP_NUM_THREADS=" + std::to_string(*omp), *omp});
   else
-    pools.push_back({"OpenMP (libgomp, LLVM): OMP_NUM_THREADS unset, one thread per CPU of the affinity mask = " +
-                         std::to_string(affinity),
-                     affinity});
+    pools.push_back(
+        {"OpenMP (libgomp, LLVM): OMP_NUM_THREADS unset, one thread per CPU of the affinity mask "
+         "= " +
+             std::to_string(affinity),
+         affinity});
   const bool numba = report.python && report.python->find_package("numba");
   if (numba) {
     if (t.numba_num_threads)
-      pools.push_back({"numba: NUMBA_NUM_THREADS=" + std::to_string(*t.numba_num_threads), *t.numba_num_threads});
+      pools.push_back({"numba: NUMBA_NUM_THREADS=" + std::to_string(*t.numba_num_threads),
+                       *t.numba_num_threads});
     else
-      pools.push_back({"numba: NUMBA_NUM_THREADS unset, the affinity mask = " + std::to_string(affinity), affinity});
+      pools.push_back(
+          {"numba: NUMBA_NUM_THREADS unset, the affinity mask = " + std::to_string(affinity),
+           affinity});
   }
   u32 per_process = 0;
   for (const Pool& p : pools) per_process = std::max(per_process, p.threads);
@@ -71,21 +77,23 @@ void find_budget(const CheckReport& report, FindingSink& sink) {
   f.rule = "THR001";
   f.severity = Severity::Warning;
   f.subject = "thread budget";
-  f.message = std::to_string(ranks) + " rank(s) × " + std::to_string(per_process) + " threads = " +
-              std::to_string(u64{per_process} * ranks) + " busy threads on " + std::to_string(usable) +
-              " usable CPUs (" + h.cpu.usable_basis + "): the ranks oversubscribe the node";
+  f.message = std::to_string(ranks) + " rank(s) × " + std::to_string(per_process) +
+              " threads = " + std::to_string(u64{per_process} * ranks) + " busy threads on " +
+              std::to_string(usable) + " usable CPUs (" + h.cpu.usable_basis +
+              "): the ranks oversubscribe the node";
   for (const Pool& p : pools) f.evidence.push_back({p.what, "", std::nullopt});
-  std::string cpus = "usable CPUs " + std::to_string(usable) + " (" + h.cpu.usable_basis + "), affinity mask " +
-                     std::to_string(affinity);
+  std::string cpus = "usable CPUs " + std::to_string(usable) + " (" + h.cpu.usable_basis +
+                     "), affinity mask " + std::to_string(affinity);
   if (h.cpu.quota)
     cpus += ", cgroup v" + std::to_string(h.cpu.quota->cgroup_version) + " quota " +
             std::to_string(h.cpu.quota->quota_us) + "/" + std::to_string(h.cpu.quota->period_us) +
             " (read by no runtime)";
   f.evidence.push_back({cpus, h.cpu.quota ? h.cpu.quota->file : std::string(), std::nullopt});
-  f.evidence.push_back({"ranks per node " + std::to_string(ranks) +
-                            (h.ranks_per_node.source.empty() ? " (assumed: no launcher variable)"
-                                                             : " (" + h.ranks_per_node.source + ")"),
-                        "", std::nullopt});
+  f.evidence.push_back(
+      {"ranks per node " + std::to_string(ranks) +
+           (h.ranks_per_node.source.empty() ? " (assumed: no launcher variable)"
+                                            : " (" + h.ranks_per_node.source + ")"),
+       "", std::nullopt});
   const std::string n = std::to_string(per_rank);
   f.fix = "give each rank " + n + " thread(s) — " + std::to_string(usable) + " usable CPUs / " +
           std::to_string(ranks) + " rank(s) — for every pool, before Python starts";
@@ -133,19 +141,24 @@ void find_numba_resets_torch(const CheckReport& report, FindingSink& sink) {
   f.rule = "THR002";
   f.severity = Severity::Warning;
   f.subject = "torch.get_num_threads()";
-  const std::string torch_line = torch.rule.empty() ? std::string("torch") : "torch's rule: " + torch.rule;
+  const std::string torch_line =
+      torch.rule.empty() ? std::string("torch") : "torch's rule: " + torch.rule;
   if (torch.count && after) {
     f.message = "numba's OpenMP threading layer would change torch's thread count from " +
                 std::to_string(*torch.count) + " to " + std::to_string(*after) +
                 " at numba's first parallel call: both run on " + gomp;
-    f.evidence.push_back({"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
-    f.evidence.push_back({"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
-                          std::nullopt});
-    f.evidence.push_back({omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
+    f.evidence.push_back(
+        {"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
+    f.evidence.push_back(
+        {"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
+         std::nullopt});
+    f.evidence.push_back(
+        {omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
     f.evidence.push_back({torch_line, "", std::nullopt});
     for (const std::string& e : torch.evidence) f.evidence.push_back({e, "", std::nullopt});
     f.fix = "export NUMBA_NUM_THREADS=" + std::to_string(*torch.count) +
-            " so numba asks for torch's count; or call torch.set_num_threads() after numba's first parallel "
+            " so numba asks for torch's count; or call torch.set_num_threads() after numba's first "
+            "parallel "
             "call; or NUMBA_THREADING_LAYER=workqueue to keep numba off libgomp";
     f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(*torch.count));
     sink.add(std::move(f));
@@ -156,25 +169,30 @@ void find_numba_resets_torch(const CheckReport& report, FindingSink& sink) {
   // default is. The value is the per-rank share THR001 also recommends.
   const u32 ranks = std::max<u32>(1, h.ranks_per_node.count.value_or(1));
   const u32 pin = h.cpu.usable ? std::max<u32>(1, *h.cpu.usable / ranks) : after.value_or(1);
-  const std::string why = !torch.count ? "torch's default cannot be known here: " + torch.unknown
-                                       : "numba's count cannot be known here: the affinity mask and the online CPUs are unknown";
+  const std::string why =
+      !torch.count
+          ? "torch's default cannot be known here: " + torch.unknown
+          : "numba's count cannot be known here: the affinity mask and the online CPUs are unknown";
   f.message = "numba's OpenMP threading layer sets the thread count of " + gomp +
               ", which torch shares, at numba's first parallel call" +
               (after ? " (to " + std::to_string(*after) + ")" : std::string()) +
               "; whether that changes torch's count is not certain: " + why;
   if (torch.count)
-    f.evidence.push_back({"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
+    f.evidence.push_back(
+        {"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
   else
     f.evidence.push_back({"torch: unknown (" + torch.unknown + ")", "", std::nullopt});
   if (after)
-    f.evidence.push_back({"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
-                          std::nullopt});
+    f.evidence.push_back(
+        {"numba: omp_set_num_threads(" + std::to_string(*after) + ") (" + after_why + ")", "",
+         std::nullopt});
   f.evidence.push_back({omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
   f.evidence.push_back({torch_line, "", std::nullopt});
   for (const std::string& e : torch.evidence) f.evidence.push_back({e, "", std::nullopt});
-  f.fix = "pin both pools to one value before Python starts: export OMP_NUM_THREADS=" + std::to_string(pin) +
-          " NUMBA_NUM_THREADS=" + std::to_string(pin) +
-          " (right whatever torch's default is); or NUMBA_THREADING_LAYER=workqueue to keep numba off libgomp";
+  f.fix = "pin both pools to one value before Python starts: export OMP_NUM_THREADS=" +
+          std::to_string(pin) + " NUMBA_NUM_THREADS=" + std::to_string(pin) +
+          " (right whatever torch's default is); or NUMBA_THREADING_LAYER=workqueue to keep numba "
+          "off libgomp";
   f.env_fix.push_back("OMP_NUM_THREADS=" + std::to_string(pin));
   f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(pin));
   sink.add(std::move(f));

@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "check/check.h"
 #include "findings/findings.h"
@@ -29,7 +28,7 @@ struct CommonOptions {
   OutputFormat format = OutputFormat::Text;
   Severity fail_on = Severity::Error;
   bool color = false;
-  std::string rules_dir;  // a user's rules, added to the builtin ones
+  std::string rules_dir;          // a user's rules, added to the builtin ones
   bool no_builtin_rules = false;  // only the rules of rules_dir
 };
 
@@ -53,18 +52,18 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts);
 int run_rules(const CommonOptions& common);
 
 struct CheckOptions {
-  std::optional<std::string> python;   // --python
-  std::vector<std::string> imports;    // --import a,b,c (empty: the usual set)
-  std::optional<u32> ranks_per_node;   // --ranks-per-node
-  std::string glibc;                   // --glibc override
+  std::optional<std::string> python;  // --python
+  std::vector<std::string> imports;   // --import a,b,c (empty: the usual set)
+  std::optional<u32> ranks_per_node;  // --ranks-per-node
+  std::string glibc;                  // --glibc override
 };
 
 int run_check(const CommonOptions& common, const CheckOptions& opts);
 // The check of `host` with its findings completed from the rules; nullopt
 // when the user's rules are unusable (already reported). `fleet` runs it in
 // every rank.
-std::optional<check::CheckReport> checked_report(const CommonOptions& common, const CheckOptions& opts,
-                                                 const host::Host& host);
+std::optional<check::CheckReport> checked_report(const CommonOptions& common,
+                                                 const CheckOptions& opts, const host::Host& host);
 
 // `mldoctor fleet` in one rank of an MPI job (argc/argv go to MPI_Init);
 // rank 0 prints the comparison.
@@ -80,7 +79,7 @@ bool mpi_plugin_built();
 int run_diff(const CommonOptions& common, const std::vector<std::string>& paths);
 
 struct JitCliOptions {
-  std::vector<std::string> paths;     // --path
+  std::vector<std::string> paths;  // --path
   bool fix = false;
   bool dry_run = false;
   std::optional<std::string> python;  // --python
@@ -88,18 +87,18 @@ struct JitCliOptions {
 int run_jit(const CommonOptions& common, const JitCliOptions& opts);
 
 struct SnapshotOptions {
-  std::string out;                     // the archive to create (must not exist)
-  std::optional<std::string> python;   // --python
+  std::string out;                    // the archive to create (must not exist)
+  std::optional<std::string> python;  // --python
 };
 int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts);
 
 struct RunOptions {
-  std::vector<std::string> argv;      // the command
-  double hang_timeout = 0;            // --hang-timeout S (0: no watchdog)
+  std::vector<std::string> argv;  // the command
+  double hang_timeout = 0;        // --hang-timeout S (0: no watchdog)
   bool kill_on_hang = false;
-  std::string trace_dir;              // --trace-dir: keep the events there
-  std::string report_file;            // --report FILE instead of stderr
-  bool logs = false;                  // --logs: match the job's output against the log rules
+  std::string trace_dir;    // --trace-dir: keep the events there
+  std::string report_file;  // --report FILE instead of stderr
+  bool logs = false;        // --logs: match the job's output against the log rules
 };
 // Runs the command and ends the way it ended (does not return after a
 // started command, except on a tool error before it).

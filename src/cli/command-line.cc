@@ -31,35 +31,43 @@ std::vector<std::string> split_commas(const std::string& list) {
 
 CommandLine::CommandLine(std::function<std::string()> version) {
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::move(version), "print the version, build and optional parts");
+  app.set_version_flag("--version", std::move(version),
+                       "print the version, build and optional parts");
   std::string footer = "Run `mldoctor COMMAND --help` for a command's options.\nExit status:";
-  for (const ExitStatus& s : kExitStatuses) footer += " " + std::to_string(s.code) + " " + s.meaning + ";";
+  for (const ExitStatus& s : kExitStatuses)
+    footer += " " + std::to_string(s.code) + " " + s.meaning + ";";
   app.footer(footer + " run exits as the command it ran.");
 
   auto add_common = [this](CLI::App* sub) {
-    sub->add_option("--root", common.root, "analyse the tree mounted at DIR instead of this machine")
+    sub->add_option("--root", common.root,
+                    "analyse the tree mounted at DIR instead of this machine")
         ->check(CLI::ExistingDirectory)
         ->type_name(kValueDir);
     sub->add_flag("--json", json, "machine-readable output (schema in docs/json-schema.md)");
     sub->add_flag("--markdown", markdown, "Markdown output, for pasting into a bug report");
-    sub->add_option("--rules-dir", common.rules_dir, "add the rules (*.toml) in DIR to the builtin ones")
+    sub->add_option("--rules-dir", common.rules_dir,
+                    "add the rules (*.toml) in DIR to the builtin ones")
         ->check(CLI::ExistingDirectory)
         ->type_name(kValueDir);
-    sub->add_flag("--no-builtin-rules", common.no_builtin_rules, "use only the rules of --rules-dir");
+    sub->add_flag("--no-builtin-rules", common.no_builtin_rules,
+                  "use only the rules of --rules-dir");
     sub->add_flag("--no-color", no_color, "no colour (also NO_COLOR)");
     sub->add_option("--fail-on", fail_on, "exit 1 when a finding reaches this severity")
         ->check(CLI::IsMember({"info", "warning", "error"}))
         ->type_name("SEVERITY");
   };
   auto add_check_options = [this, add_common](CLI::App* sub) {
-    sub->add_option("--python", python,
-                    "the interpreter to examine (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)")
+    sub->add_option(
+           "--python", python,
+           "the interpreter to examine (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)")
         ->type_name(kValueProgram);
-    sub->add_option("--import", imports,
-                    "the import order to simulate, comma-separated (default: torch,numpy,cv2,sklearn,numba)")
+    sub->add_option(
+           "--import", imports,
+           "the import order to simulate, comma-separated (default: torch,numpy,cv2,sklearn,numba)")
         ->type_name("LIST");
     sub->add_option("--ranks-per-node", ranks_per_node,
-                    "ranks the launcher starts on this node (default: from LOCAL_WORLD_SIZE, SLURM_*, OMPI_*)")
+                    "ranks the launcher starts on this node (default: from LOCAL_WORLD_SIZE, "
+                    "SLURM_*, OMPI_*)")
         ->check(CLI::Range(1, 4096))
         ->type_name("N");
     sub->add_option("--glibc", check.glibc, "model this glibc release instead of the detected one")
@@ -68,90 +76,120 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   };
 
   // Preflight.
-  check_cmd = app.add_subcommand(
-      "check", "preflight of this host and the Python environment: CPUs, limits, variables, native libraries");
+  check_cmd = app.add_subcommand("check",
+                                 "preflight of this host and the Python environment: CPUs, limits, "
+                                 "variables, native libraries");
   check_cmd->group(kGroupPreflight);
   add_check_options(check_cmd);
   fix_cmd = app.add_subcommand(
-      "fix", "the environment settings that resolve check's findings, for eval \"$(mldoctor fix)\"");
+      "fix",
+      "the environment settings that resolve check's findings, for eval \"$(mldoctor fix)\"");
   fix_cmd->group(kGroupPreflight);
-  fix_cmd->add_option("--shell", shell, "shell syntax")->check(CLI::IsMember({"bash", "fish"}))->type_name("SHELL");
+  fix_cmd->add_option("--shell", shell, "shell syntax")
+      ->check(CLI::IsMember({"bash", "fish"}))
+      ->type_name("SHELL");
   add_check_options(fix_cmd);
   fleet_cmd = app.add_subcommand(
-      "fleet", "every rank of an MPI job runs check; rank 0 reports what differs between nodes and ranks "
-               "(mpirun -np N mldoctor fleet, srun mldoctor fleet)");
+      "fleet",
+      "every rank of an MPI job runs check; rank 0 reports what differs between nodes and ranks "
+      "(mpirun -np N mldoctor fleet, srun mldoctor fleet)");
   fleet_cmd->group(kGroupPreflight);
   add_check_options(fleet_cmd);
-  diff_cmd = app.add_subcommand(
-      "diff", "compare reports saved by `mldoctor check --json` on several machines: what differs, and where");
+  diff_cmd = app.add_subcommand("diff",
+                                "compare reports saved by `mldoctor check --json` on several "
+                                "machines: what differs, and where");
   diff_cmd->group(kGroupPreflight);
-  diff_cmd->add_option("REPORT", diff_paths, "two or more check --json reports")->required()->type_name(kValueFile);
+  diff_cmd->add_option("REPORT", diff_paths, "two or more check --json reports")
+      ->required()
+      ->type_name(kValueFile);
   add_common(diff_cmd);
 
   // Diagnose.
-  run_cmd = app.add_subcommand(
-      "run", "run a job and report what happened inside it: runtimes loaded and by whom, failed dlopen calls, "
-             "thread counts changed, hangs (mldoctor run [options] -- CMD ...)");
+  run_cmd = app.add_subcommand("run",
+                               "run a job and report what happened inside it: runtimes loaded and "
+                               "by whom, failed dlopen calls, "
+                               "thread counts changed, hangs (mldoctor run [options] -- CMD ...)");
   run_cmd->group(kGroupDiagnose);
-  run_cmd->add_option("--hang-timeout", run.hang_timeout,
-                      "report a hang after S seconds without CPU progress, output or events")
+  run_cmd
+      ->add_option("--hang-timeout", run.hang_timeout,
+                   "report a hang after S seconds without CPU progress, output or events")
       ->check(CLI::NonNegativeNumber)
       ->type_name("S");
   run_cmd->add_flag("--kill-on-hang", run.kill_on_hang, "stop the job when a hang is reported");
-  run_cmd->add_option("--trace-dir", run.trace_dir, "keep the per-process event files in DIR (private, 0700)")
+  run_cmd
+      ->add_option("--trace-dir", run.trace_dir,
+                   "keep the per-process event files in DIR (private, 0700)")
       ->type_name(kValueDir);
   run_cmd->add_option("--report", run.report_file, "write the report to FILE instead of stderr")
       ->type_name(kValueFile);
-  run_cmd->add_flag("--logs", run.logs,
-                    "pass the job's stdout/stderr through mldoctor and match them against the log rules "
-                    "(a terminal stays a terminal; a file becomes a pipe)");
-  run_cmd->add_option("command", run.argv, "the command and its arguments, after --")->type_name(kValueProgram);
+  run_cmd->add_flag(
+      "--logs", run.logs,
+      "pass the job's stdout/stderr through mldoctor and match them against the log rules "
+      "(a terminal stays a terminal; a file becomes a pipe)");
+  run_cmd->add_option("command", run.argv, "the command and its arguments, after --")
+      ->type_name(kValueProgram);
   add_common(run_cmd);
   logs_cmd = app.add_subcommand(
       "logs", "diagnose log files or a stream against the knowledge base (gzip is read as is)");
   logs_cmd->group(kGroupDiagnose);
-  logs_cmd->add_option("FILE", logs.paths, "log files; - or none: standard input")->type_name(kValueFile);
+  logs_cmd->add_option("FILE", logs.paths, "log files; - or none: standard input")
+      ->type_name(kValueFile);
   logs_cmd->add_flag("--follow,-f", logs.follow, "keep reading as the file grows; report stalls");
-  logs_cmd->add_option("--context,-C", logs.context, "lines of context around each first occurrence")
+  logs_cmd
+      ->add_option("--context,-C", logs.context, "lines of context around each first occurrence")
       ->check(CLI::Range(0, 1000))
       ->type_name("N");
-  logs_cmd->add_option("--stall", logs.stall_seconds, "--follow: seconds without output that count as a stall")
+  logs_cmd
+      ->add_option("--stall", logs.stall_seconds,
+                   "--follow: seconds without output that count as a stall")
       ->check(CLI::Range(1.0, 86400.0))
       ->type_name("S");
-  logs_cmd->add_option("--threads,-j", logs.threads, "scanning threads (default: usable CPUs, at most 4)")
+  logs_cmd
+      ->add_option("--threads,-j", logs.threads,
+                   "scanning threads (default: usable CPUs, at most 4)")
       ->check(CLI::Range(1, 64))
       ->type_name("N");
   add_common(logs_cmd);
-  jit_cmd = app.add_subcommand(
-      "jit", "extension build caches (torch cpp_extension, Megatron fused kernels): stale locks, toolchain");
+  jit_cmd = app.add_subcommand("jit",
+                               "extension build caches (torch cpp_extension, Megatron fused "
+                               "kernels): stale locks, toolchain");
   jit_cmd->group(kGroupDiagnose);
-  jit_cmd->add_option("--path", jit.paths, "also look at this build root or build directory (repeatable)")
+  jit_cmd
+      ->add_option("--path", jit.paths,
+                   "also look at this build root or build directory (repeatable)")
       ->type_name(kValueDir);
-  jit_cmd->add_flag("--fix", jit.fix, "remove stale locks (never one a live process holds); prints each action");
-  jit_cmd->add_flag("--dry-run", jit.dry_run, "with --fix: show what would be done, change nothing");
+  jit_cmd->add_flag("--fix", jit.fix,
+                    "remove stale locks (never one a live process holds); prints each action");
+  jit_cmd->add_flag("--dry-run", jit.dry_run,
+                    "with --fix: show what would be done, change nothing");
   jit_cmd->add_option("--python", jit_python, "the interpreter whose torch the builds are for")
       ->type_name(kValueProgram);
   add_common(jit_cmd);
-  snapshot_cmd = app.add_subcommand(
-      "snapshot",
-      "write the /proc, /sys, /etc files the checks read and the environment (secrets masked) to a new .tar.gz");
+  snapshot_cmd = app.add_subcommand("snapshot",
+                                    "write the /proc, /sys, /etc files the checks read and the "
+                                    "environment (secrets masked) to a new .tar.gz");
   snapshot_cmd->group(kGroupDiagnose);
   snapshot_cmd->add_option("OUT", snapshot.out, "the archive to create (must not exist)")
       ->required()
       ->type_name(kValueFile);
-  snapshot_cmd->add_option("--python", snapshot_python, "the interpreter check examines")->type_name(kValueProgram);
+  snapshot_cmd->add_option("--python", snapshot_python, "the interpreter check examines")
+      ->type_name(kValueProgram);
   add_common(snapshot_cmd);
 
   // Inspect.
   libs_cmd = app.add_subcommand(
       "libs", "the loader's view of ELF files: dependency tree with provenance, and hazards");
   libs_cmd->group(kGroupInspect);
-  libs_cmd->add_option("PATH", libs.paths, "executables or shared objects")->required()->type_name(kValueFile);
-  libs_cmd->add_option("--load-order", load_order,
-                       "objects dlopen()ed one after another by the first PATH, comma-separated")
+  libs_cmd->add_option("PATH", libs.paths, "executables or shared objects")
+      ->required()
+      ->type_name(kValueFile);
+  libs_cmd
+      ->add_option("--load-order", load_order,
+                   "objects dlopen()ed one after another by the first PATH, comma-separated")
       ->type_name("LIST");
   libs_cmd->add_flag("--tree", tree, "print the dependency tree");
-  libs_cmd->add_option("--glibc", libs.glibc, "model this glibc release instead of the detected one")
+  libs_cmd
+      ->add_option("--glibc", libs.glibc, "model this glibc release instead of the detected one")
       ->type_name("RELEASE");
   add_common(libs_cmd);
 

@@ -12,12 +12,11 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -44,7 +43,8 @@ int render(const fleet::Observations& obs, const CommonOptions& common, const re
   if (common.format == OutputFormat::Json)
     std::fprintf(stdout, "%s\n", render::comparison_json(c, obs, src).dump(2).c_str());
   else
-    render::print_comparison(stdout, c, obs, src, common.format == OutputFormat::Markdown, common.color);
+    render::print_comparison(stdout, c, obs, src, common.format == OutputFormat::Markdown,
+                             common.color);
   std::vector<const Finding*> all;
   for (const Finding& f : c.findings) all.push_back(&f);
   if (report::count_at_or_above(all, common.fail_on) > 0) return 1;
@@ -60,7 +60,6 @@ double wall_clock() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
-
 
 class Mpi {
  public:
@@ -188,10 +187,12 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
   std::string tried;
   std::string plugin = find_mpi_plugin(&tried);
   if (plugin.empty()) {
-    print_error(std::string("fleet needs its MPI plugin, libmldoctor-mpi.so (looked for ") + tried + "). " +
-                (mpi_plugin_built() ? "Install the mldoctor-mpi package (or `cmake --install` the whole build)"
-                                    : "This mldoctor was built without MPI: apt-get install libopenmpi-dev "
-                                      "openmpi-bin and rebuild") +
+    print_error(std::string("fleet needs its MPI plugin, libmldoctor-mpi.so (looked for ") + tried +
+                "). " +
+                (mpi_plugin_built()
+                     ? "Install the mldoctor-mpi package (or `cmake --install` the whole build)"
+                     : "This mldoctor was built without MPI: apt-get install libopenmpi-dev "
+                       "openmpi-bin and rebuild") +
                 "; then launch with `mpirun -np N mldoctor fleet` or `srun mldoctor fleet`");
     return 2;
   }
@@ -261,7 +262,8 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
       for (const fleet::DigestMessage& d : digests)
         if (auto it = offsets.find(d.rank); it != offsets.end()) by_node[d.node.key] = it->second;
       for (size_t m = 0; m < obs.members.size(); m++)
-        if (auto it = by_node.find(obs.members[m].node.key); it != by_node.end()) obs.clock_offset[m] = it->second;
+        if (auto it = by_node.find(obs.members[m].node.key); it != by_node.end())
+          obs.clock_offset[m] = it->second;
       render::Source src;
       src.fleet = true;
       src.bytes = bytes;

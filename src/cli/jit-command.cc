@@ -3,9 +3,8 @@
 // --fix removes stale locks and prints every action (kept locks say why).
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "hostfacts/hostfacts.h"
@@ -25,7 +24,8 @@ json extension_json(const jit::Extension& e) {
   json lock = nullptr;
   if (e.lock) {
     json holders = json::array();
-    for (const jit::LockHolder& h : e.lock->holders) holders.push_back({{"pid", h.pid}, {"command", h.command}});
+    for (const jit::LockHolder& h : e.lock->holders)
+      holders.push_back({{"pid", h.pid}, {"command", h.command}});
     lock = {{"path", e.lock->path},
             {"symlink", e.lock->symlink},
             {"age_seconds", e.lock->age_seconds ? json(*e.lock->age_seconds) : json(nullptr)},
@@ -34,9 +34,14 @@ json extension_json(const jit::Extension& e) {
             {"filesystem", e.lock->filesystem},
             {"network_filesystem", e.lock->network_filesystem}};
   }
-  return {{"name", e.name},   {"path", e.path},     {"root", e.root},
-          {"root_kind", e.root_kind}, {"tag", optional_json(e.tag)}, {"module", optional_json(e.module)},
-          {"build_ninja", e.has_build_ninja}, {"lock", lock}};
+  return {{"name", e.name},
+          {"path", e.path},
+          {"root", e.root},
+          {"root_kind", e.root_kind},
+          {"tag", optional_json(e.tag)},
+          {"module", optional_json(e.module)},
+          {"build_ninja", e.has_build_ninja},
+          {"lock", lock}};
 }
 
 }  // namespace
@@ -73,12 +78,14 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   std::FILE* out = stdout;
 
   if (common.format == OutputFormat::Json) {
-    json roots = json::array(), exts = json::array(), findings = json::array(), acts = json::array();
+    json roots = json::array(), exts = json::array(), findings = json::array(),
+         acts = json::array();
     for (const jit::BuildRoot& b : r.roots) roots.push_back({{"path", b.path}, {"kind", b.kind}});
     for (const jit::Extension& e : r.extensions) exts.push_back(extension_json(e));
     for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
     for (const jit::FixAction& a : actions)
-      acts.push_back({{"action", a.action}, {"path", a.path}, {"done", a.done}, {"reason", a.reason}});
+      acts.push_back(
+          {{"action", a.action}, {"path", a.path}, {"done", a.done}, {"reason", a.reason}});
     const jit::Toolchain& t = r.toolchain;
     json tc = {{"ninja", optional_json(t.ninja)},
                {"cuda_home", optional_json(t.cuda_home)},
@@ -101,8 +108,10 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
     std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {
     std::fprintf(out, "## mldoctor jit\n\n");
-    for (const jit::BuildRoot& b : r.roots) std::fprintf(out, "- build root `%s` (%s)\n", b.path.c_str(), b.kind.c_str());
-    std::fprintf(out, "- %zu extension build%s\n\n", r.extensions.size(), r.extensions.size() == 1 ? "" : "s");
+    for (const jit::BuildRoot& b : r.roots)
+      std::fprintf(out, "- build root `%s` (%s)\n", b.path.c_str(), b.kind.c_str());
+    std::fprintf(out, "- %zu extension build%s\n\n", r.extensions.size(),
+                 r.extensions.size() == 1 ? "" : "s");
     report::print_findings_markdown(out, all);
   } else {
     report::Style style{common.color, true};
@@ -110,27 +119,33 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
     for (const jit::BuildRoot& b : r.roots) {
       size_t n = 0;
       for (const jit::Extension& e : r.extensions) n += e.root == b.path;
-      std::fprintf(out, "%s (%s): %zu build%s\n", b.path.c_str(), b.kind.c_str(), n, n == 1 ? "" : "s");
+      std::fprintf(out, "%s (%s): %zu build%s\n", b.path.c_str(), b.kind.c_str(), n,
+                   n == 1 ? "" : "s");
     }
     const jit::Toolchain& t = r.toolchain;
-    std::fprintf(out, "toolchain: ninja %s · CUDA %s%s · gcc %s\n", t.ninja ? t.ninja->c_str() : "missing",
-                 t.cuda_version ? t.cuda_version->c_str() : "none",
-                 t.cuda_home ? (" at " + *t.cuda_home).c_str() : "",
-                 t.gcc_major ? std::to_string(*t.gcc_major).c_str() : (t.gcc ? t.gcc->c_str() : "missing"));
+    std::fprintf(
+        out, "toolchain: ninja %s · CUDA %s%s · gcc %s\n", t.ninja ? t.ninja->c_str() : "missing",
+        t.cuda_version ? t.cuda_version->c_str() : "none",
+        t.cuda_home ? (" at " + *t.cuda_home).c_str() : "",
+        t.gcc_major ? std::to_string(*t.gcc_major).c_str() : (t.gcc ? t.gcc->c_str() : "missing"));
     std::fprintf(out, "\n");
     if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
     for (const Finding* f : all) report::print_finding(out, *f, style);
     if (!actions.empty()) std::fprintf(out, "\n");
     for (const jit::FixAction& a : actions) {
       if (a.action == "remove")
-        std::fprintf(out, "%s %s %s%s\n", opts.dry_run ? "would remove" : a.done ? "removed" : "could not remove",
-                     a.path.ends_with("/lock") ? "stale lock" : "stale build output", a.path.c_str(),
-                     a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
+        std::fprintf(out, "%s %s %s%s\n",
+                     opts.dry_run ? "would remove"
+                     : a.done     ? "removed"
+                                  : "could not remove",
+                     a.path.ends_with("/lock") ? "stale lock" : "stale build output",
+                     a.path.c_str(), a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
       else
         std::fprintf(out, "kept %s: %s\n", a.path.c_str(), a.reason.c_str());
     }
     std::string summary = report::summary_line(all);
-    if (!summary.empty()) std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+    if (!summary.empty())
+      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
   }
   for (const jit::FixAction& a : actions)
     if (a.action == "remove" && !a.done && !opts.dry_run) return 2;

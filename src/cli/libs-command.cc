@@ -7,11 +7,10 @@
 // outcome of each call is predicted.
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "cli/cli.h"
@@ -24,11 +23,11 @@ namespace mld::cli {
 
 namespace {
 
-using nlohmann::json;
 using loader::GlibcVersion;
 using loader::How;
 using loader::Object;
 using loader::Process;
+using nlohmann::json;
 
 std::string version_string(GlibcVersion v) {
   return std::to_string(v.major) + "." + std::to_string(v.minor);
@@ -45,14 +44,16 @@ struct Target {
   }
 };
 
-std::optional<Target> target_of(const host::Host& host, const std::string& path, std::string* error) {
+std::optional<Target> target_of(const host::Host& host, const std::string& path,
+                                std::string* error) {
   try {
     // The ELF identification is all that is needed here: read 64 bytes
     // rather than mapping the file (a mapping's faults and unmap cost more on
     // the machines measured). When the read fails, map() says precisely why.
     std::optional<std::string> head = host.read_file(path, 64);
     if (!head) host.map(path);
-    ByteView v = head ? ByteView(reinterpret_cast<const u8*>(head->data()), head->size()) : ByteView();
+    ByteView v =
+        head ? ByteView(reinterpret_cast<const u8*>(head->data()), head->size()) : ByteView();
     if (!elf::has_elf_magic(v) || v.size() < 20) {
       *error = path + ": not an ELF file";
       return std::nullopt;
@@ -79,7 +80,8 @@ Session make_session(const host::Host& host, Target t, const std::string& glibc_
   std::optional<GlibcVersion> g;
   if (!glibc_override.empty()) {
     g = loader::parse_glibc_version(glibc_override);
-    if (!g) throw std::runtime_error("--glibc " + glibc_override + ": expected a release like 2.36");
+    if (!g)
+      throw std::runtime_error("--glibc " + glibc_override + ": expected a release like 2.36");
   } else {
     g = loader::detect_glibc_version(host, s.config.system_dirs);
   }
@@ -122,11 +124,15 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     if (common.format == OutputFormat::Json) {
       json versions = json::array();
       for (const loader::VersionProblem& vp : loader::check_versions(p))
-        versions.push_back({{"kind", vp.kind == loader::VersionProblem::NotFound       ? "not_found"
-                                     : vp.kind == loader::VersionProblem::WeakNotFound ? "weak_not_found"
-                                                                                       : "no_version_info"},
-                            {"message", loader::version_problem_text(p, vp)}});
-      json j = {{"path", path}, {"objects", render::process_json(p)}, {"errors", p.errors}, {"version_problems", versions}};
+        versions.push_back(
+            {{"kind", vp.kind == loader::VersionProblem::NotFound       ? "not_found"
+                      : vp.kind == loader::VersionProblem::WeakNotFound ? "weak_not_found"
+                                                                        : "no_version_info"},
+             {"message", loader::version_problem_text(p, vp)}});
+      json j = {{"path", path},
+                {"objects", render::process_json(p)},
+                {"errors", p.errors},
+                {"version_problems", versions}};
       inputs.push_back(std::move(j));
     } else {
       std::fprintf(out, "%s\n", path.c_str());
@@ -152,8 +158,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(
         host, first_session->config.e_machine, first_session->glibc, &notes);
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
-    loader::DlopenSequence seq =
-        loader::simulate_dlopen_sequence(*first_session->loader, *first_process, opts.load_order, *params);
+    loader::DlopenSequence seq = loader::simulate_dlopen_sequence(
+        *first_session->loader, *first_process, opts.load_order, *params);
     for (const loader::DlopenStep& st : seq.steps) {
       if (st.ok || st.tls_module.empty()) continue;
       detect::StaticTlsFailure f;
@@ -168,33 +174,39 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     if (common.format == OutputFormat::Json) {
       json steps = json::array();
       for (const loader::DlopenStep& st : seq.steps) {
-        steps.push_back({{"object", st.object},
-                         {"ok", st.ok},
-                         {"error", st.ok ? json(nullptr) : json(st.error)},
-                         {"tls_module", st.tls_module.empty() ? json(nullptr) : json(st.tls_module)},
-                         {"bytes_needed", st.bytes_needed},
-                         {"bytes_left", st.bytes_left},
-                         {"loaded", st.loaded}});
+        steps.push_back(
+            {{"object", st.object},
+             {"ok", st.ok},
+             {"error", st.ok ? json(nullptr) : json(st.error)},
+             {"tls_module", st.tls_module.empty() ? json(nullptr) : json(st.tls_module)},
+             {"bytes_needed", st.bytes_needed},
+             {"bytes_left", st.bytes_left},
+             {"loaded", st.loaded}});
       }
-      load_order_json = {{"glibc", version_string(first_session->glibc)},
-                         {"surplus", seq.surplus},
-                         {"static_size", seq.static_size},
-                         {"startup_used", seq.startup_used},
-                         {"steps", std::move(steps)},
-                         {"tunables_fix", seq.tunables_fix ? json(*seq.tunables_fix) : json(nullptr)},
-                         {"notes", notes}};
+      load_order_json = {
+          {"glibc", version_string(first_session->glibc)},
+          {"surplus", seq.surplus},
+          {"static_size", seq.static_size},
+          {"startup_used", seq.startup_used},
+          {"steps", std::move(steps)},
+          {"tunables_fix", seq.tunables_fix ? json(*seq.tunables_fix) : json(nullptr)},
+          {"notes", notes}};
     } else {
-      std::fprintf(out, "\ndlopen() from %s (glibc %s, static TLS %llu bytes, %llu used at startup, surplus %llu):\n",
+      std::fprintf(out,
+                   "\ndlopen() from %s (glibc %s, static TLS %llu bytes, %llu used at startup, "
+                   "surplus %llu):\n",
                    first_path.c_str(), version_string(first_session->glibc).c_str(),
                    static_cast<unsigned long long>(seq.static_size),
-                   static_cast<unsigned long long>(seq.startup_used), static_cast<unsigned long long>(seq.surplus));
+                   static_cast<unsigned long long>(seq.startup_used),
+                   static_cast<unsigned long long>(seq.surplus));
       for (const loader::DlopenStep& st : seq.steps) {
         if (st.ok)
           std::fprintf(out, "  ok    %s\n", st.object.c_str());
         else
           std::fprintf(out, "  fails %s: %s\n", st.object.c_str(), st.error.c_str());
       }
-      for (const std::string& n : notes) std::fprintf(out, "  note: GLIBC_TUNABLES: %s\n", n.c_str());
+      for (const std::string& n : notes)
+        std::fprintf(out, "  note: GLIBC_TUNABLES: %s\n", n.c_str());
     }
   }
 
@@ -208,13 +220,15 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     json doc = {{"schema", "mldoctor.libs/1"}, {"version", MLD_VERSION}};
     json loaders = json::array();
     for (const auto& [t, s] : sessions) {
-      loaders.push_back({{"machine", std::string(elf::machine_name(t.machine))},
-                         {"class", t.is_64 ? 64 : 32},
-                         {"glibc", version_string(s.glibc)},
-                         {"system_dirs", s.config.system_dirs},
-                         {"hwcaps_subdirs", s.config.hwcaps_subdirs},
-                         {"ld_library_path", s.config.ld_library_path ? json(*s.config.ld_library_path) : json(nullptr)},
-                         {"preload", s.config.preload}});
+      loaders.push_back(
+          {{"machine", std::string(elf::machine_name(t.machine))},
+           {"class", t.is_64 ? 64 : 32},
+           {"glibc", version_string(s.glibc)},
+           {"system_dirs", s.config.system_dirs},
+           {"hwcaps_subdirs", s.config.hwcaps_subdirs},
+           {"ld_library_path",
+            s.config.ld_library_path ? json(*s.config.ld_library_path) : json(nullptr)},
+           {"preload", s.config.preload}});
     }
     doc["loaders"] = std::move(loaders);
     doc["inputs"] = std::move(inputs);
@@ -226,15 +240,16 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     std::fprintf(out, "%s\n", text.c_str());
   } else {
     if (!findings.findings.empty()) std::fprintf(out, "\n");
-    for (const Finding& f : findings.findings) report::print_finding(out, f, {.color = common.color});
+    for (const Finding& f : findings.findings)
+      report::print_finding(out, f, {.color = common.color});
     size_t errors = 0, warnings = 0;
     for (const Finding& f : findings.findings) {
       errors += f.severity == Severity::Error;
       warnings += f.severity == Severity::Warning;
     }
     if (errors + warnings > 0)
-      std::fprintf(out, "\n%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s",
-                   warnings, warnings == 1 ? "" : "s");
+      std::fprintf(out, "\n%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s", warnings,
+                   warnings == 1 ? "" : "s");
   }
   // Every input's files are still mapped; unmapping them one by one costs
   // more than the whole analysis of a small input, and exit does it at once.

@@ -32,8 +32,8 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
   rules::RuleSet rule_set;
   if (!load_rules(common, rule_set)) return 2;
   std::vector<rules::RuleError> errors;
-  std::shared_ptr<const logs::Matcher> matcher =
-      logs::Matcher::compile(rule_set, errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
+  std::shared_ptr<const logs::Matcher> matcher = logs::Matcher::compile(
+      rule_set, errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
   for (const rules::RuleError& e : errors) print_error(e.origin + ": " + e.message);
   if (!errors.empty()) return 2;
 
@@ -52,7 +52,8 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
   for (const std::string& path : paths) {
     InputResult r;
     r.path = display_name(path);
-    auto scanner = std::make_unique<logs::Scanner>(matcher, logs::ScanOptions{opts.context, r.path, opts.threads});
+    auto scanner = std::make_unique<logs::Scanner>(
+        matcher, logs::ScanOptions{opts.context, r.path, opts.threads});
     logs::ReadOptions ro;
     ro.follow = opts.follow;
     ro.stall_seconds = opts.stall_seconds;
@@ -60,7 +61,8 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
       // Live: each finding as soon as its evidence is complete.
       auto flush = [&, s = scanner.get()] {
         for (const logs::LogFinding* lf : s->take_new()) {
-          if (text) report::print_finding(out, lf->finding, style);
+          if (text)
+            report::print_finding(out, lf->finding, style);
           else if (common.format == OutputFormat::Json)
             std::fprintf(out, "%s\n", report::finding_json(lf->finding).dump().c_str());
           std::fflush(out);
@@ -97,30 +99,34 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
     for (const InputResult& r : results) {
       nlohmann::json fj = nlohmann::json::array();
       for (const Finding* f : r.findings) fj.push_back(report::finding_json(*f));
-      nlohmann::json j = {{"path", r.path}, {"bytes", r.bytes}, {"lines", r.lines}, {"findings", fj}};
+      nlohmann::json j = {
+          {"path", r.path}, {"bytes", r.bytes}, {"lines", r.lines}, {"findings", fj}};
       if (!r.error.empty()) j["error"] = r.error;
       inputs.push_back(std::move(j));
     }
-    nlohmann::json doc = {{"schema", "mldoctor.logs/1"}, {"version", MLD_VERSION}, {"inputs", inputs}};
+    nlohmann::json doc = {
+        {"schema", "mldoctor.logs/1"}, {"version", MLD_VERSION}, {"inputs", inputs}};
     if (!opts.follow) std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {
     for (const InputResult& r : results) {
       std::fprintf(out, "## mldoctor logs: `%s`\n\n%llu lines scanned%s\n\n", r.path.c_str(),
-                   static_cast<unsigned long long>(r.lines), r.error.empty() ? "" : (" — " + r.error).c_str());
+                   static_cast<unsigned long long>(r.lines),
+                   r.error.empty() ? "" : (" — " + r.error).c_str());
       report::print_findings_markdown(out, r.findings);
     }
   } else {
     for (const InputResult& r : results) {
       if (!opts.follow) {
-        std::fprintf(out, "%s: %llu lines, %zu finding%s\n", r.path.c_str(), static_cast<unsigned long long>(r.lines),
-                     r.findings.size(), r.findings.size() == 1 ? "" : "s");
+        std::fprintf(out, "%s: %llu lines, %zu finding%s\n", r.path.c_str(),
+                     static_cast<unsigned long long>(r.lines), r.findings.size(),
+                     r.findings.size() == 1 ? "" : "s");
         for (const Finding* f : r.findings) report::print_finding(out, *f, style);
       } else {
         // Counts are final only now.
         for (const Finding* f : r.findings)
           if (f->count > 1)
-            std::fprintf(out, "%s: %s seen %llu times (last at line %llu)\n", r.path.c_str(), f->rule.c_str(),
-                         static_cast<unsigned long long>(f->count),
+            std::fprintf(out, "%s: %s seen %llu times (last at line %llu)\n", r.path.c_str(),
+                         f->rule.c_str(), static_cast<unsigned long long>(f->count),
                          static_cast<unsigned long long>(f->last_line.value_or(0)));
       }
     }

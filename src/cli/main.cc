@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   cl.common.fail_on = *parse_severity(cl.fail_on);
   if (cl.logs.threads == 0) {
     cpu_set_t set;
-    unsigned usable = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
+    unsigned usable =
+        sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
     cl.logs.threads = std::clamp(usable, 1u, 4u);
   }
   if (cl.json && cl.markdown) {
@@ -55,8 +56,10 @@ int main(int argc, char** argv) {
       return run_snapshot(cl.common, cl.snapshot);
     }
     if (*cl.run_cmd) {
-      if (!cl.run.report_file.empty() || !isatty(STDERR_FILENO)) cl.common.color = false;
-      else cl.common.color = !cl.no_color && !std::getenv("NO_COLOR");
+      if (!cl.run.report_file.empty() || !isatty(STDERR_FILENO))
+        cl.common.color = false;
+      else
+        cl.common.color = !cl.no_color && !std::getenv("NO_COLOR");
       return run_run(cl.common, cl.run);
     }
     if (*cl.check_cmd) return run_check(cl.common, cl.check);

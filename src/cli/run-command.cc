@@ -18,8 +18,8 @@
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "logs/logs.h"
-#include "report/report.h"
 #include "render/run-report.h"
+#include "report/report.h"
 #include "run/run.h"
 
 namespace mld::cli {
@@ -63,17 +63,20 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     if (full_rules) return true;
     if (!load_rules(common, rule_set)) return false;
     std::vector<rules::RuleError> rule_errors;
-    matcher = logs::Matcher::compile(rule_set, rule_errors, common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
+    matcher = logs::Matcher::compile(rule_set, rule_errors,
+                                     common.rules_dir.empty() ? &builtin_precompiled() : nullptr);
     for (const rules::RuleError& e : rule_errors) print_error(e.origin + ": " + e.message);
     full_rules = rule_errors.empty();
     return full_rules;
   };
-  if ((opts.logs || !common.rules_dir.empty() || common.no_builtin_rules) && !load_matcher()) return 2;
+  if ((opts.logs || !common.rules_dir.empty() || common.no_builtin_rules) && !load_matcher())
+    return 2;
   // A detector's finding takes what it left empty from its rule.
   auto complete = [&](std::vector<Finding>& findings) {
     std::vector<std::string> ids;
     for (const Finding& f : findings) ids.push_back(f.rule);
-    const rules::RuleSet subset = full_rules ? rules::RuleSet() : rules::RuleSet::builtin_subset(ids);
+    const rules::RuleSet subset =
+        full_rules ? rules::RuleSet() : rules::RuleSet::builtin_subset(ids);
     for (Finding& f : findings) rules::complete_from_rule(f, full_rules ? rule_set : subset);
   };
 
@@ -109,7 +112,9 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     out_scan = std::make_unique<logs::Scanner>(matcher, logs::ScanOptions{2, "stdout", 1});
     err_scan = std::make_unique<logs::Scanner>(matcher, logs::ScanOptions{2, "stderr", 1});
     lo.capture_output = true;
-    lo.on_output = [&](int stream, ByteView data) { (stream == 1 ? *out_scan : *err_scan).feed(data); };
+    lo.on_output = [&](int stream, ByteView data) {
+      (stream == 1 ? *out_scan : *err_scan).feed(data);
+    };
   }
   run::LaunchResult lr;
   if (shims) {
@@ -118,8 +123,9 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     // No shims: the command still runs, watched from outside only.
     lo.shim_dir = "/nonexistent-mldoctor-shims";
     lr = run::launch(host, lo);
-    lr.not_traced_reasons.push_back("the trace shims (libmldoctor-audit.so, libmldoctor-preload.so) were not "
-                                    "found next to mldoctor or in ../lib/mldoctor; set MLDOCTOR_SHIM_DIR");
+    lr.not_traced_reasons.push_back(
+        "the trace shims (libmldoctor-audit.so, libmldoctor-preload.so) were not "
+        "found next to mldoctor or in ../lib/mldoctor; set MLDOCTOR_SHIM_DIR");
   }
   // A report written into a closed pipe must not kill us before we end the
   // way the job ended (exit_like restores the default for a SIGPIPE death).
@@ -162,10 +168,10 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   // A finding that explains another hides it (`replaces`: TLS001 from the
   // trace says what the dlerror text's TLS010 says, with the fix).
   rules::drop_replaced(found.findings, full_rules ? rule_set : rules::RuleSet::builtin_subset([&] {
-    std::vector<std::string> ids;
-    for (const Finding& f : found.findings) ids.push_back(f.rule);
-    return ids;
-  }()));
+                         std::vector<std::string> ids;
+                         for (const Finding& f : found.findings) ids.push_back(f.rule);
+                         return ids;
+                       }()));
   for (Finding& f : hang_findings) found.findings.push_back(std::move(f));
   std::vector<const Finding*> all;
   for (const Finding& f : found.findings) all.push_back(&f);
@@ -177,22 +183,21 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     json findings = json::array();
     for (const Finding* f : all) findings.push_back(report::finding_json(*f));
     json status = {{"started", lr.started}, {"seconds", lr.seconds}};
-    if (lr.status.signaled) status["signal"] = render::signal_text(lr.status.code);
-    else status["exit_code"] = lr.status.code;
+    if (lr.status.signaled)
+      status["signal"] = render::signal_text(lr.status.code);
+    else
+      status["exit_code"] = lr.status.code;
     status["killed_on_hang"] = lr.killed_on_hang;
-    json doc = {{"schema", "mldoctor.run/1"},
-                {"version", MLD_VERSION},
-                {"command", opts.argv},
-                {"status", status},
-                {"processes", procs},
-                {"not_traced", lr.not_traced_reasons},
-                {"trace_errors", trace.errors},
-                {"findings", findings}};
+    json doc = {{"schema", "mldoctor.run/1"},   {"version", MLD_VERSION},
+                {"command", opts.argv},         {"status", status},
+                {"processes", procs},           {"not_traced", lr.not_traced_reasons},
+                {"trace_errors", trace.errors}, {"findings", findings}};
     std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else {
     report::Style style{common.color, true};
     std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
-    std::fprintf(out, "%-9s %s after %.2f s\n", "status", render::status_text(lr).c_str(), lr.seconds);
+    std::fprintf(out, "%-9s %s after %.2f s\n", "status", render::status_text(lr).c_str(),
+                 lr.seconds);
     std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
     for (const auto& [pid, p] : trace.processes) render::print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
@@ -200,7 +205,8 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
     for (const Finding* f : all) report::print_finding(out, *f, style);
     std::string summary = report::summary_line(all);
-    if (!summary.empty()) std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+    if (!summary.empty())
+      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
   }
   if (!temporary && common.format != OutputFormat::Json)
     std::fprintf(out, "trace events kept in %s\n", trace_dir.c_str());

@@ -40,11 +40,13 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
     facts[std::string(base_name(host::kCpuidFile))] = dump;
   }
   snapshot::Written w = snapshot::write_snapshot(*log, host.environment(), facts, opts.out);
-  std::printf("wrote %s: %zu files, %zu directories, %zu links, %zu variable%s masked (%llu bytes)\n",
-              opts.out.c_str(), w.files, w.directories, w.links, w.masked, w.masked == 1 ? "" : "s",
-              static_cast<unsigned long long>(w.bytes));
-  std::printf("analyse it anywhere: mkdir snap && tar -xzf %s -C snap && mldoctor check --root snap\n",
-              opts.out.c_str());
+  std::printf(
+      "wrote %s: %zu files, %zu directories, %zu links, %zu variable%s masked (%llu bytes)\n",
+      opts.out.c_str(), w.files, w.directories, w.links, w.masked, w.masked == 1 ? "" : "s",
+      static_cast<unsigned long long>(w.bytes));
+  std::printf(
+      "analyse it anywhere: mkdir snap && tar -xzf %s -C snap && mldoctor check --root snap\n",
+      opts.out.c_str());
   return 0;
 }
 

@@ -18,7 +18,8 @@ namespace mld::cli {
 namespace {
 
 std::string glibc_line(const host::Host& live) {
-  std::string line = "built against " + std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__);
+  std::string line =
+      "built against " + std::to_string(__GLIBC__) + "." + std::to_string(__GLIBC_MINOR__);
   try {
     std::optional<std::string> self = live.read_link("/proc/self/exe");
     if (!self) throw IoError("/proc/self/exe is not readable");
@@ -42,17 +43,22 @@ std::string version_text() {
   out += std::string("compiler   ") + MLD_COMPILER + "\n";
   out += "glibc      " + glibc_line(live) + "\n";
   out += std::string("libdw      ") +
-         (run::native_stacks_available() ? "yes (native stacks of hung jobs)" : "no (run reports hangs without native stacks)") +
+         (run::native_stacks_available() ? "yes (native stacks of hung jobs)"
+                                         : "no (run reports hangs without native stacks)") +
          "\n";
   std::string tried;
   const std::string plugin = find_mpi_plugin(&tried);
   out += "MPI        ";
-  if (!MLD_MPI_PLUGIN_BUILT) out += "not built (fleet needs libmldoctor-mpi.so: apt-get install libopenmpi-dev, rebuild)\n";
-  else if (plugin.empty()) out += "plugin not installed (tried " + tried + "): install mldoctor-mpi for fleet\n";
-  else out += "plugin " + plugin + "\n";
+  if (!MLD_MPI_PLUGIN_BUILT)
+    out += "not built (fleet needs libmldoctor-mpi.so: apt-get install libopenmpi-dev, rebuild)\n";
+  else if (plugin.empty())
+    out += "plugin not installed (tried " + tried + "): install mldoctor-mpi for fleet\n";
+  else
+    out += "plugin " + plugin + "\n";
   std::optional<std::string> shims = run::find_shim_dir(live);
-  out += "shims      " + (shims ? host::join_path(*shims, "libmldoctor-{audit,preload}.so")
-                                : std::string("not found: run cannot trace (set MLDOCTOR_SHIM_DIR)")) +
+  out += "shims      " +
+         (shims ? host::join_path(*shims, "libmldoctor-{audit,preload}.so")
+                : std::string("not found: run cannot trace (set MLDOCTOR_SHIM_DIR)")) +
          "\n";
   return out;
 }

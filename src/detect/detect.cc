@@ -31,7 +31,8 @@ std::vector<Finding> findings(Detections detections, const rules::RuleSet& rules
   std::vector<std::string> missing;
   for (const Detection& d : detections)
     if (!rules.find(d.rule)) missing.push_back(d.rule);
-  const rules::RuleSet builtin = missing.empty() ? rules::RuleSet() : rules::RuleSet::builtin_subset(missing);
+  const rules::RuleSet builtin =
+      missing.empty() ? rules::RuleSet() : rules::RuleSet::builtin_subset(missing);
   std::vector<Finding> out;
   for (Detection& d : detections) {
     const rules::Rule* rule = rules.find(d.rule);
@@ -48,17 +49,19 @@ OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
   for (size_t i : loader::openmp_runtimes(process)) {
     const loader::Object& o = process.objects[i];
     const std::string needed = loader::needed_by(process, i);
-    out.runtimes.push_back({loader::openmp_kind(o), std::string(loader::object_soname(o)), o.path, "",
-                            needed.empty() ? "" : "needed by " + needed});
+    out.runtimes.push_back({loader::openmp_kind(o), std::string(loader::object_soname(o)), o.path,
+                            "", needed.empty() ? "" : "needed by " + needed});
   }
   for (const loader::Object& o : process.objects)
-    if (!o.faked && !o.removed && loader::object_soname(o).starts_with("libmkl_rt")) out.has_mkl = true;
+    if (!o.faked && !o.removed && loader::object_soname(o).starts_with("libmkl_rt"))
+      out.has_mkl = true;
   return out;
 }
 
-StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq, const loader::DlopenStep& step) {
-  return {step.error, step.tls_module, step.bytes_needed, step.bytes_left, seq.static_size, seq.startup_used,
-          seq.surplus};
+StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq,
+                                    const loader::DlopenStep& step) {
+  return {step.error,      step.tls_module,  step.bytes_needed, step.bytes_left,
+          seq.static_size, seq.startup_used, seq.surplus};
 }
 
 }  // namespace mld::detect

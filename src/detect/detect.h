@@ -26,7 +26,7 @@ namespace mld::detect {
 // One OpenMP runtime a process holds, or would hold.
 struct OpenMpRuntime {
   loader::OpenMpKind kind = loader::OpenMpKind::None;
-  std::string soname;     // as the process knows it (a vendored copy keeps its hash)
+  std::string soname;  // as the process knows it (a vendored copy keeps its hash)
   std::string path;
   std::string interface;  // the highest OMP_x.y version it defines, when read
   std::string how;        // "loaded by import torch (torch._C)", "needed by libtorch_cpu.so"
@@ -38,19 +38,19 @@ struct OpenMpProcess {
   // What the process is: "import torch, numpy" (check), a program or a
   // load order (libs, empty: none named), "pid 12 (python x.py)" (run).
   std::string process;
-  bool aborted = false;   // it died of SIGABRT (observed only)
-  bool has_mkl = false;   // libmkl_rt is loaded too: MKL can use the GNU runtime
+  bool aborted = false;                 // it died of SIGABRT (observed only)
+  bool has_mkl = false;                 // libmkl_rt is loaded too: MKL can use the GNU runtime
   std::vector<OpenMpRuntime> runtimes;  // in load order, one per file
 };
 
 // The static TLS model's account of one failing dlopen().
 struct StaticTlsAccount {
-  std::string error;          // the dlerror() text of the model
-  std::string tls_module;     // the module whose TLS block did not fit
+  std::string error;       // the dlerror() text of the model
+  std::string tls_module;  // the module whose TLS block did not fit
   u64 bytes_needed = 0;
   u64 bytes_left = 0;
-  u64 static_size = 0;        // the static TLS area
-  u64 startup_used = 0;       // used by the startup modules
+  u64 static_size = 0;   // the static TLS area
+  u64 startup_used = 0;  // used by the startup modules
   u64 surplus = 0;
 };
 
@@ -59,14 +59,15 @@ struct StaticTlsAccount {
 OpenMpProcess openmp_process(const loader::Process& process, std::string name);
 
 // The account of `step` of a simulated sequence.
-StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq, const loader::DlopenStep& step);
+StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq,
+                                    const loader::DlopenStep& step);
 
 // A dlopen() that fails, or failed, because the static TLS area had no room.
 struct StaticTlsFailure {
   enum class Source { Import, LoadOrder, Trace };
   Source source = Source::LoadOrder;
-  std::string object;          // the name dlopen() was given
-  std::string error;           // the dlerror() text (real or modelled)
+  std::string object;  // the name dlopen() was given
+  std::string error;   // the dlerror() text (real or modelled)
   // Import: the import that would fail, the module it loads, the order.
   std::string import_name, module, import_order;
   // Trace: the process, the object that called dlopen(), and the module the
@@ -77,7 +78,7 @@ struct StaticTlsFailure {
   // not replay the process (replay_error).
   std::optional<StaticTlsAccount> model;
   std::string replay_error;
-  size_t replayed_calls = 0;        // Trace: dlopen calls replayed
+  size_t replayed_calls = 0;                // Trace: dlopen calls replayed
   std::optional<bool> loads_without_audit;  // Trace: without run's audit module
   // The complete GLIBC_TUNABLES value that lets it load (the user's other
   // tunables kept), and for a Trace the exact need it was rounded up from.
@@ -101,7 +102,7 @@ using Detections = std::vector<Detection>;
 using DetectorFn = void (*)(const Facts&, Detections&);
 
 struct Detector {
-  const char* rule;     // its rule id, e.g. OMP001
+  const char* rule;  // its rule id, e.g. OMP001
   DetectorFn detect;
 };
 
@@ -122,7 +123,7 @@ std::vector<Finding> findings(Detections detections, const rules::RuleSet& rules
 // Defines the detector of rule ID (src/detect/rules/ID.cc):
 //   MLD_DETECTOR(OMP001) { ... out.push_back(...); }
 // with `facts` and `out` in scope.
-#define MLD_DETECTOR(ID)                                                           \
+#define MLD_DETECTOR(ID)                                                                   \
   void mld_detect_##ID(const ::mld::detect::Facts& facts, ::mld::detect::Detections& out); \
-  extern const ::mld::detect::Detector mld_detector_##ID{#ID, &mld_detect_##ID};          \
+  extern const ::mld::detect::Detector mld_detector_##ID{#ID, &mld_detect_##ID};           \
   void mld_detect_##ID(const ::mld::detect::Facts& facts, ::mld::detect::Detections& out)

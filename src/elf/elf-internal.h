@@ -16,8 +16,7 @@
 namespace mld::elf::detail {
 
 // Throws ParseError(printf-style message, offset).
-[[noreturn]] void fail(u64 offset, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+[[noreturn]] void fail(u64 offset, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Shorthand for the printf "%llx"/"%llu" family with u64 arguments.
 inline unsigned long long ull(u64 v) { return static_cast<unsigned long long>(v); }
@@ -69,7 +68,8 @@ struct Reader {
   template <class F>
   void for_each_entry(u64 count, u64 entsize, const char* what, F&& fn) const {
     std::optional<u64> total = checked_mul(count, entsize);
-    if (!total || !contains(0, *total)) throw ParseError(std::string(what) + " out of bounds", base);
+    if (!total || !contains(0, *total))
+      throw ParseError(std::string(what) + " out of bounds", base);
     if (count == 0 || entsize == 0) return;
     const u64 per = std::max<u64>(1, (u64{64} << 10) / entsize);
     std::vector<u8> buf;
@@ -109,8 +109,8 @@ struct StringTable {
   std::optional<std::string_view> find(u64 off) const;
 };
 
-inline constexpr u32 SHT_PROGBITS = 1, SHT_STRTAB = 3, SHT_NOTE = 7,
-                     SHT_NOBITS = 8, SHT_DYNSYM = 11;
+inline constexpr u32 SHT_PROGBITS = 1, SHT_STRTAB = 3, SHT_NOTE = 7, SHT_NOBITS = 8,
+                     SHT_DYNSYM = 11;
 inline constexpr u64 SHN_XINDEX = 0xffff;
 
 struct SectionHeader {
@@ -147,8 +147,8 @@ struct SectionTable {
 // covers the whole file.
 // Throws ParseError("section header table out of bounds ...") when the table
 // does not fit in the file.
-SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,
-                                u16 e_shnum, u16 e_shstrndx);
+SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize, u16 e_shnum,
+                                u16 e_shstrndx);
 
 }  // namespace mld::elf::detail
 

@@ -51,14 +51,13 @@ detail::Reader table_from(const ElfFile& f, u64 vaddr, const char* tag) {
 // A NUL-terminated string at `off` in a string table (dynstr or a section).
 std::string_view string_at(const detail::StringTable& strtab, u64 off, const char* what) {
   if (off >= strtab.size) {
-    fail(strtab.offset,
-         "%s name offset 0x%llx is past the end of the string table (size 0x%llx)",
+    fail(strtab.offset, "%s name offset 0x%llx is past the end of the string table (size 0x%llx)",
          what, ull(off), ull(strtab.size));
   }
   std::optional<std::string_view> s = strtab.find(off);
   if (!s) {
-    fail(strtab.offset + off, "%s name at string table offset 0x%llx is not NUL-terminated",
-         what, ull(off));
+    fail(strtab.offset + off, "%s name at string table offset 0x%llx is not NUL-terminated", what,
+         ull(off));
   }
   return *s;
 }
@@ -130,14 +129,15 @@ u64 gnu_hash_count(const ElfFile& f, u64 gnu_hash, u64* floor) {
   }
   r.prefetch(buckets, nbuckets * 4);
   u64 max_bucket = 0;
-  for (u64 i = 0; i < nbuckets; i++) max_bucket = std::max<u64>(max_bucket, r.word(buckets + 4 * i));
+  for (u64 i = 0; i < nbuckets; i++)
+    max_bucket = std::max<u64>(max_bucket, r.word(buckets + 4 * i));
   if (max_bucket == 0) {  // no hashed symbols
     *floor = symoffset;
     return 0;
   }
   if (max_bucket < symoffset) {
-    fail(r.base_offset(), "DT_GNU_HASH bucket value %llu is below symoffset %llu",
-         ull(max_bucket), ull(symoffset));
+    fail(r.base_offset(), "DT_GNU_HASH bucket value %llu is below symoffset %llu", ull(max_bucket),
+         ull(symoffset));
   }
   const u64 chains = buckets + nbuckets * 4;
   for (u64 i = max_bucket;; i++) {
@@ -236,8 +236,8 @@ std::vector<VersionNeed> ElfFile::version_needs() const {
     need.file = string_at(dynstr, vn_file, "version need file");
     if (vn_cnt > aux_budget) {
       fail(r.base_offset() + off,
-           "version need entry %llu has %u auxiliary entries, more than fit in the file",
-           ull(i), vn_cnt);
+           "version need entry %llu has %u auxiliary entries, more than fit in the file", ull(i),
+           vn_cnt);
     }
     aux_budget -= vn_cnt;
     need.entries.reserve(vn_cnt);
@@ -263,8 +263,8 @@ std::vector<VersionNeed> ElfFile::version_needs() const {
         // A zero link before vn_cnt entries makes a count-driven reader
         // (readelf) revisit the same entry: the chain points at itself.
         fail(r.base_offset() + aoff,
-             "version need auxiliary chain loops (vna_next is 0 after %u of %u entries)",
-             j + 1, vn_cnt);
+             "version need auxiliary chain loops (vna_next is 0 after %u of %u entries)", j + 1,
+             vn_cnt);
       }
       aoff += vna_next;
     }
@@ -345,8 +345,8 @@ std::vector<VersionDef> ElfFile::version_defs() const {
     u64 aoff = off + vd_aux;
     for (u32 j = 0; j < vd_cnt; j++) {
       if (!r.contains(aoff, VERDAUX_SIZE)) {
-        fail(r.base_offset() + off,
-             "version definition auxiliary entry out of bounds (entry %llu)", ull(i));
+        fail(r.base_offset() + off, "version definition auxiliary entry out of bounds (entry %llu)",
+             ull(i));
       }
       std::string_view name = string_at(dynstr, r.word(aoff), "version definition");
       if (j == 0) {
@@ -373,8 +373,8 @@ std::vector<VersionDef> ElfFile::version_defs() const {
     if (vd_next == 0) {
       if (verdefnum_ && i + 1 < verdefnum_) {
         fail(r.base_offset() + off,
-             "version definition chain loops (vd_next is 0 after %llu of %llu entries)",
-             ull(i + 1), ull(verdefnum_));
+             "version definition chain loops (vd_next is 0 after %llu of %llu entries)", ull(i + 1),
+             ull(verdefnum_));
       }
       break;
     }
@@ -519,7 +519,8 @@ bool ElfFile::defines_symbol(std::string_view name) const {
   if (gnu_hash_) {
     const detail::Reader r = table_from(*this, gnu_hash_, "DT_GNU_HASH");
     if (!r.contains(0, 16)) fail(r.base_offset(), "DT_GNU_HASH table header out of bounds");
-    const u64 nbuckets = r.word(0), symoffset = r.word(4), bloom_size = r.word(8), shift = r.word(12);
+    const u64 nbuckets = r.word(0), symoffset = r.word(4), bloom_size = r.word(8),
+              shift = r.word(12);
     if (nbuckets == 0 || bloom_size == 0) return false;
     const u64 word_bits = is_64_ ? 64 : 32;
     const u32 h = gnu_hash(name);
@@ -563,12 +564,14 @@ std::vector<std::string_view> ElfFile::tls_definitions() const {
   if (!dynsym_table(&t)) return out;
   const u64 info_at = is_64_ ? 4 : 12, shndx_at = is_64_ ? 6 : 14;
   u64 index = 0;
-  t.syms.sub(0, t.count * t.entsize).for_each_entry(t.count, t.entsize, "DT_SYMTAB", [&](ByteView e) {
-    const u8 info = e.u8_at(info_at);
-    if ((info & 0xf) == STT_TLS && (info >> 4) != STB_LOCAL && e.u16_at(shndx_at, big_endian_) != 0)
-      out.push_back(read_symbol(t.syms, t.entsize, t.strtab, index).name);
-    index++;
-  });
+  t.syms.sub(0, t.count * t.entsize)
+      .for_each_entry(t.count, t.entsize, "DT_SYMTAB", [&](ByteView e) {
+        const u8 info = e.u8_at(info_at);
+        if ((info & 0xf) == STT_TLS && (info >> 4) != STB_LOCAL &&
+            e.u16_at(shndx_at, big_endian_) != 0)
+          out.push_back(read_symbol(t.syms, t.entsize, t.strtab, index).name);
+        index++;
+      });
   return out;
 }
 
@@ -591,24 +594,25 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
   Range ranges[3];
   int nranges = 0;
   if (rela_ && relasz_) {
-    ranges[nranges++] = {rela_, relasz_, relaent_ ? relaent_ : rela_natural, true, "DT_RELA",
-                         "DT_RELAENT"};
+    ranges[nranges++] = {rela_, relasz_,   relaent_ ? relaent_ : rela_natural,
+                         true,  "DT_RELA", "DT_RELAENT"};
   }
   if (rel_ && relsz_) {
-    ranges[nranges++] = {rel_, relsz_, relent_ ? relent_ : rel_natural, false, "DT_REL",
-                         "DT_RELENT"};
+    ranges[nranges++] = {rel_,  relsz_,   relent_ ? relent_ : rel_natural,
+                         false, "DT_REL", "DT_RELENT"};
   }
   if (jmprel_ && pltrelsz_) {
     // DT_PLTREL says which form DT_JMPREL uses; i386 uses REL, the others RELA.
     const bool rela = pltrel_ == static_cast<u64>(DT_RELA)  ? true
                       : pltrel_ == static_cast<u64>(DT_REL) ? false
                                                             : e_machine_ != EM_386;
-    const Range plt = {jmprel_,
-                       pltrelsz_,
-                       rela ? (relaent_ ? relaent_ : rela_natural) : (relent_ ? relent_ : rel_natural),
-                       rela,
-                       "DT_JMPREL",
-                       rela ? "DT_RELAENT" : "DT_RELENT"};
+    const Range plt = {
+        jmprel_,
+        pltrelsz_,
+        rela ? (relaent_ ? relaent_ : rela_natural) : (relent_ ? relent_ : rel_natural),
+        rela,
+        "DT_JMPREL",
+        rela ? "DT_RELAENT" : "DT_RELENT"};
     // Some linkers make DT_RELA cover .rela.plt too (glibc's
     // ELF_DURING_STARTUP range merging in elf/dynamic-link.h): count once.
     bool covered = false;
@@ -629,8 +633,8 @@ std::vector<TlsRelocation> ElfFile::tls_relocations() const {
   for (int k = 0; k < nranges; k++) {
     const Range& g = ranges[k];
     if (g.entsize < (g.rela ? rela_natural : rel_natural)) {
-      fail(0, "%s %llu is smaller than the %llu-byte relocation entry", g.ent_tag,
-           ull(g.entsize), ull(g.rela ? rela_natural : rel_natural));
+      fail(0, "%s %llu is smaller than the %llu-byte relocation entry", g.ent_tag, ull(g.entsize),
+           ull(g.rela ? rela_natural : rel_natural));
     }
     const detail::Reader table = table_from(*this, g.vaddr, g.tag);
     if (!table.contains(0, g.size)) {

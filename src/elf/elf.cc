@@ -9,12 +9,13 @@
 // The input is untrusted: every read goes through ByteView, every count is
 // checked against the bytes that could hold it before anything is reserved,
 // and every failure is a ParseError whose message names the ELF structure.
+#include "elf/elf.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
 #include "elf/elf-internal.h"
-#include "elf/elf.h"
 
 namespace mld::elf {
 
@@ -34,8 +35,7 @@ void fail(u64 offset, const char* fmt, ...) {
 // as 4-byte words: offset@16 size@20 link@24 info@28 addralign@32 entsize@36.
 SectionHeader SectionTable::at(u64 index) const {
   if (index >= count) {
-    fail(offset, "section index %llu out of range (%llu sections)", ull(index),
-         ull(count));
+    fail(offset, "section index %llu out of range (%llu sections)", ull(index), ull(count));
   }
   // In range by make_section_table's check, so the multiplication is safe.
   u64 off = offset + index * entsize;
@@ -110,16 +110,16 @@ std::optional<std::string_view> StringTable::find(u64 off) const {
 
 // Requires: the ELF header was read; e_shoff == 0 means "no sections" (as
 // sstrip-style tools leave it), whatever e_shnum says.
-SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize,
-                                u16 e_shnum, u16 e_shstrndx) {
+SectionTable make_section_table(Reader r, u64 e_shoff, u16 e_shentsize, u16 e_shnum,
+                                u16 e_shstrndx) {
   SectionTable t;
   t.r = r;
   if (e_shoff == 0) return t;  // no section headers (stripped of them)
   const u64 natural = r.is64 ? 64 : 40;
   if (e_shnum == 0 && e_shentsize == 0) return t;
   if (e_shentsize < natural) {
-    fail(r.is64 ? 58 : 46, "section header entry size %u is smaller than %llu",
-         e_shentsize, ull(natural));
+    fail(r.is64 ? 58 : 46, "section header entry size %u is smaller than %llu", e_shentsize,
+         ull(natural));
   }
   t.offset = e_shoff;
   t.entsize = e_shentsize;
@@ -223,9 +223,7 @@ std::optional<u64> ElfFile::vaddr_to_offset(u64 vaddr) const {
   return std::nullopt;
 }
 
-ElfFile ElfFile::parse(ByteView bytes) {
-  return parse(std::make_shared<ViewSource>(bytes));
-}
+ElfFile ElfFile::parse(ByteView bytes) { return parse(std::make_shared<ViewSource>(bytes)); }
 
 ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   ElfFile f;
@@ -239,13 +237,11 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   const ByteView ident = f.src_->range(0, std::min<u64>(file_size, 1024));
   if (!has_elf_magic(ident)) fail(0, "not an ELF file (no \\x7fELF magic)");
   if (file_size < 16) {
-    fail(0, "file too short for the ELF identification (%llu bytes)",
-         ull(file_size));
+    fail(0, "file too short for the ELF identification (%llu bytes)", ull(file_size));
   }
   const u8 ei_class = ident.data()[4], ei_data = ident.data()[5];
   if (ei_class != ELFCLASS32 && ei_class != ELFCLASS64) {
-    fail(4, "invalid ELF class %u in EI_CLASS (expected 1 for ELF32 or 2 for ELF64)",
-         ei_class);
+    fail(4, "invalid ELF class %u in EI_CLASS (expected 1 for ELF32 or 2 for ELF64)", ei_class);
   }
   if (ei_data != ELFDATA2LSB && ei_data != ELFDATA2MSB) {
     fail(5, "invalid ELF data encoding %u in EI_DATA (expected 1 or 2)", ei_data);
@@ -313,8 +309,8 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
     // glibc refuses any other size ("ELF file's phentsize not the expected size").
     if (e_phentsize != phentsize) {
       fail(f.is_64_ ? 54 : 42,
-           "program header entry size %u is not the expected %llu (e_phentsize)",
-           e_phentsize, ull(phentsize));
+           "program header entry size %u is not the expected %llu (e_phentsize)", e_phentsize,
+           ull(phentsize));
     }
     std::optional<u64> table = checked_mul(phnum, phentsize);
     if (!table || !r.contains(e_phoff, *table)) {
@@ -388,16 +384,13 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
         f.tls_ = TlsSegment{ph.p_memsz, ph.p_align, ph.p_filesz,
                             ph.p_align ? ph.p_vaddr & (ph.p_align - 1) : 0};
         break;
-      case PT_GNU_STACK:
-        f.gnu_stack_flags_ = ph.p_flags;
-        break;
+      case PT_GNU_STACK: f.gnu_stack_flags_ = ph.p_flags; break;
       case PT_DYNAMIC:
         // elf/dl-load.c: p_filesz == 0 is what `objcopy --only-keep-debug`
         // leaves behind; glibc treats it as "no dynamic section".
         if (ph.p_filesz != 0) dynamic = &ph;
         break;
-      default:
-        break;
+      default: break;
     }
   }
   if (!dynamic) return f;
@@ -425,8 +418,8 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   u64 nentries = ndyn;  // entries before DT_NULL
   for (u64 i = 0; i < ndyn; i++) {
     const u64 o = dyn0 + i * dynent;
-    const i64 tag = f.is_64_ ? static_cast<i64>(r.xword(o))
-                             : static_cast<i64>(static_cast<i32>(r.word(o)));
+    const i64 tag =
+        f.is_64_ ? static_cast<i64>(r.xword(o)) : static_cast<i64>(static_cast<i32>(r.word(o)));
     const u64 val = r.addr(o + dynent / 2);
     if (tag == DT_NULL) {
       nentries = i;
@@ -489,8 +482,8 @@ ElfFile ElfFile::parse(std::shared_ptr<const ByteSource> source) {
   f.needed_.reserve(nneeded);
   for (u64 i = 0; i < nentries; i++) {
     const u64 o = dyn0 + i * dynent;
-    const i64 tag = f.is_64_ ? static_cast<i64>(r.xword(o))
-                             : static_cast<i64>(static_cast<i32>(r.word(o)));
+    const i64 tag =
+        f.is_64_ ? static_cast<i64>(r.xword(o)) : static_cast<i64>(static_cast<i32>(r.word(o)));
     const char* name;
     std::optional<std::string_view>* slot = nullptr;
     // A table, one dynamic tag per row (clang-format would break the rows).

@@ -23,20 +23,18 @@ namespace mld::elf {
 
 // ELF constants, named as the gABI / glibc <elf.h> spell them.
 inline constexpr u16 ET_EXEC = 2, ET_DYN = 3;
-inline constexpr u16 EM_386 = 3, EM_ARM = 40, EM_X86_64 = 62, EM_AARCH64 = 183,
-                     EM_PPC64 = 21, EM_S390 = 22, EM_RISCV = 243;
-inline constexpr u32 PT_LOAD = 1, PT_DYNAMIC = 2, PT_INTERP = 3, PT_NOTE = 4,
-                     PT_TLS = 7, PT_GNU_STACK = 0x6474e551;
-inline constexpr i64 DT_NULL = 0, DT_NEEDED = 1, DT_STRTAB = 5, DT_SYMTAB = 6,
-                     DT_RELA = 7, DT_RELASZ = 8, DT_RELAENT = 9, DT_STRSZ = 10,
-                     DT_SYMENT = 11, DT_SONAME = 14, DT_RPATH = 15, DT_REL = 17,
-                     DT_RELSZ = 18, DT_RELENT = 19, DT_PLTREL = 20,
-                     DT_JMPREL = 23, DT_PLTRELSZ = 2, DT_RUNPATH = 29,
-                     DT_FLAGS = 30, DT_GNU_HASH = 0x6ffffef5, DT_HASH = 4,
-                     DT_VERSYM = 0x6ffffff0, DT_FLAGS_1 = 0x6ffffffb,
-                     DT_VERDEF = 0x6ffffffc, DT_VERDEFNUM = 0x6ffffffd,
-                     DT_VERNEED = 0x6ffffffe, DT_VERNEEDNUM = 0x6fffffff,
-                     DT_AUDIT = 0x6ffffefc, DT_DEPAUDIT = 0x6ffffefb;
+inline constexpr u16 EM_386 = 3, EM_ARM = 40, EM_X86_64 = 62, EM_AARCH64 = 183, EM_PPC64 = 21,
+                     EM_S390 = 22, EM_RISCV = 243;
+inline constexpr u32 PT_LOAD = 1, PT_DYNAMIC = 2, PT_INTERP = 3, PT_NOTE = 4, PT_TLS = 7,
+                     PT_GNU_STACK = 0x6474e551;
+inline constexpr i64 DT_NULL = 0, DT_NEEDED = 1, DT_STRTAB = 5, DT_SYMTAB = 6, DT_RELA = 7,
+                     DT_RELASZ = 8, DT_RELAENT = 9, DT_STRSZ = 10, DT_SYMENT = 11, DT_SONAME = 14,
+                     DT_RPATH = 15, DT_REL = 17, DT_RELSZ = 18, DT_RELENT = 19, DT_PLTREL = 20,
+                     DT_JMPREL = 23, DT_PLTRELSZ = 2, DT_RUNPATH = 29, DT_FLAGS = 30,
+                     DT_GNU_HASH = 0x6ffffef5, DT_HASH = 4, DT_VERSYM = 0x6ffffff0,
+                     DT_FLAGS_1 = 0x6ffffffb, DT_VERDEF = 0x6ffffffc, DT_VERDEFNUM = 0x6ffffffd,
+                     DT_VERNEED = 0x6ffffffe, DT_VERNEEDNUM = 0x6fffffff, DT_AUDIT = 0x6ffffefc,
+                     DT_DEPAUDIT = 0x6ffffefb;
 inline constexpr u64 DF_ORIGIN = 0x1, DF_BIND_NOW = 0x8, DF_STATIC_TLS = 0x10;
 inline constexpr u64 DF_1_NOW = 0x1, DF_1_NODEFLIB = 0x800, DF_1_PIE = 0x08000000;
 inline constexpr u16 VER_FLG_BASE = 0x1, VER_FLG_WEAK = 0x2;
@@ -64,8 +62,8 @@ struct TlsSegment {
 struct VersionNeedEntry {
   std::string_view name;  // e.g. "GLIBCXX_3.4.30"
   u32 hash = 0;
-  u16 flags = 0;          // VER_FLG_WEAK
-  u16 other = 0;          // version index used in .gnu.version
+  u16 flags = 0;  // VER_FLG_WEAK
+  u16 other = 0;  // version index used in .gnu.version
 };
 struct VersionNeed {
   std::string_view file;  // the DT_NEEDED name the versions are expected from
@@ -75,25 +73,23 @@ struct VersionNeed {
 // One Verdef entry: a version this object defines.
 struct VersionDef {
   u16 index = 0;
-  u16 flags = 0;                 // VER_FLG_BASE marks the soname entry
+  u16 flags = 0;  // VER_FLG_BASE marks the soname entry
   u32 hash = 0;
-  std::string_view name;         // first Verdaux
+  std::string_view name;                  // first Verdaux
   std::vector<std::string_view> parents;  // further Verdaux entries
 };
 
-inline constexpr u8 STT_NOTYPE = 0, STT_OBJECT = 1, STT_FUNC = 2, STT_TLS = 6,
-                    STT_GNU_IFUNC = 10;
-inline constexpr u8 STB_LOCAL = 0, STB_GLOBAL = 1, STB_WEAK = 2,
-                    STB_GNU_UNIQUE = 10;
+inline constexpr u8 STT_NOTYPE = 0, STT_OBJECT = 1, STT_FUNC = 2, STT_TLS = 6, STT_GNU_IFUNC = 10;
+inline constexpr u8 STB_LOCAL = 0, STB_GLOBAL = 1, STB_WEAK = 2, STB_GNU_UNIQUE = 10;
 inline constexpr u16 SHN_UNDEF = 0;
 
 struct DynamicSymbol {
   std::string_view name;
   u64 value = 0;
   u64 size = 0;
-  u8 type = 0;     // STT_*
-  u8 bind = 0;     // STB_*
-  u16 shndx = 0;   // SHN_UNDEF for undefined
+  u8 type = 0;            // STT_*
+  u8 bind = 0;            // STB_*
+  u16 shndx = 0;          // SHN_UNDEF for undefined
   u16 version_index = 0;  // from .gnu.version without the hidden bit; 0 if none
   bool version_hidden = false;
   std::string_view version;  // resolved version name, empty if none/local/global
@@ -110,10 +106,10 @@ struct DynamicSymbol {
 enum class TlsRelocKind { InitialExec, Descriptor, GeneralDynamic };
 struct TlsRelocation {
   TlsRelocKind kind = TlsRelocKind::GeneralDynamic;
-  u32 type = 0;          // the raw r_type
-  u32 symbol_index = 0;  // 0: the object's own TLS block (local symbol)
-  std::string_view symbol_name;  // empty when symbol_index is 0
-  u8 symbol_bind = 0;    // STB_* of the symbol (STB_LOCAL when symbol_index is 0)
+  u32 type = 0;                      // the raw r_type
+  u32 symbol_index = 0;              // 0: the object's own TLS block (local symbol)
+  std::string_view symbol_name;      // empty when symbol_index is 0
+  u8 symbol_bind = 0;                // STB_* of the symbol (STB_LOCAL when symbol_index is 0)
   bool symbol_defined_here = false;  // the symbol is defined in this object
 };
 
@@ -198,7 +194,8 @@ class ElfFile {
   std::optional<ByteView> progbits_section(std::string_view name) const;
   // Where that section lies in the file, without reading its bytes.
   // `what` names the section in the error for contents past the file's end.
-  std::optional<FileRange> progbits_range(std::string_view name, const char* what = "section") const;
+  std::optional<FileRange> progbits_range(std::string_view name,
+                                          const char* what = "section") const;
 
   const ByteSource& source() const { return *src_; }
 
@@ -221,10 +218,9 @@ class ElfFile {
   std::optional<std::string_view> soname_, rpath_, runpath_, audit_, depaudit_;
   u64 dt_flags_ = 0, dt_flags_1_ = 0;
   // Raw dynamic-table values needed by the lazy decoders (0 when absent).
-  u64 strtab_ = 0, strsz_ = 0, symtab_ = 0, syment_ = 0, hash_ = 0,
-      gnu_hash_ = 0, versym_ = 0, verdef_ = 0, verdefnum_ = 0, verneed_ = 0,
-      verneednum_ = 0, rela_ = 0, relasz_ = 0, relaent_ = 0, rel_ = 0,
-      relsz_ = 0, relent_ = 0, jmprel_ = 0, pltrelsz_ = 0, pltrel_ = 0;
+  u64 strtab_ = 0, strsz_ = 0, symtab_ = 0, syment_ = 0, hash_ = 0, gnu_hash_ = 0, versym_ = 0,
+      verdef_ = 0, verdefnum_ = 0, verneed_ = 0, verneednum_ = 0, rela_ = 0, relasz_ = 0,
+      relaent_ = 0, rel_ = 0, relsz_ = 0, relent_ = 0, jmprel_ = 0, pltrelsz_ = 0, pltrel_ = 0;
   // The DT_STRTAB bytes, DT_STRSZ long (offset and size in the file).
   u64 dynstr_off_ = 0, dynstr_size_ = 0;
   // The dynamic symbol table's location (elf-internal.h); nullopt-like

@@ -20,32 +20,32 @@ std::optional<Severity> parse_severity(std::string_view s);
 
 // One piece of evidence: a fact and where it was seen.
 struct Evidence {
-  std::string text;                 // "libgomp.so.1 => /usr/lib/.../libgomp.so.1"
-  std::string file;                 // optional: file the fact comes from
-  std::optional<u64> line;          // optional: line in that file
-  bool context = false;             // a line shown around the evidence, not evidence itself
+  std::string text;         // "libgomp.so.1 => /usr/lib/.../libgomp.so.1"
+  std::string file;         // optional: file the fact comes from
+  std::optional<u64> line;  // optional: line in that file
+  bool context = false;     // a line shown around the evidence, not evidence itself
 };
 
 struct Finding {
-  std::string rule;                 // "LD001"
+  std::string rule;  // "LD001"
   Severity severity = Severity::Warning;
-  std::string subject;              // what it is about (a path, a variable)
-  std::string message;              // one line, specific: names the objects
+  std::string subject;  // what it is about (a path, a variable)
+  std::string message;  // one line, specific: names the objects
   std::vector<Evidence> evidence;
-  std::string fix;                  // the exact action, or empty
-  std::vector<std::string> env_fix; // "NAME=value" settings that fix it
-  u64 count = 1;                    // occurrences merged into this finding
-  std::optional<u64> last_line;     // logs: line of the last occurrence
-  std::vector<u32> ranks;           // logs: launcher ranks that reported it, sorted
+  std::string fix;                   // the exact action, or empty
+  std::vector<std::string> env_fix;  // "NAME=value" settings that fix it
+  u64 count = 1;                     // occurrences merged into this finding
+  std::optional<u64> last_line;      // logs: line of the last occurrence
+  std::vector<u32> ranks;            // logs: launcher ranks that reported it, sorted
 };
 
 // What a fact detector reports about one instance of its rule: the objects
 // it names and the evidence, never what its rule file owns (severity, title,
 // explanation, the generic fix). rules::finding_from turns it into a Finding.
 struct Detection {
-  std::string rule;                  // the id the detector is registered under
+  std::string rule;  // the id the detector is registered under
   std::string subject;
-  std::string message;               // one line naming the objects; empty: the rule's title
+  std::string message;  // one line naming the objects; empty: the rule's title
   std::vector<Evidence> evidence;
   // The exact action computed from the facts ("export GLIBC_TUNABLES=...");
   // empty: the rule's own fix. env_fix likewise.

@@ -41,7 +41,8 @@ json python_json(const check::CheckReport& r) {
 }
 
 json imports_json(const check::CheckReport& r) {
-  if (!r.imports) return {{"error", r.imports_error.empty() ? json(nullptr) : json(r.imports_error)}};
+  if (!r.imports)
+    return {{"error", r.imports_error.empty() ? json(nullptr) : json(r.imports_error)}};
   const check::ImportSimulation& s = *r.imports;
   json steps = json::array();
   for (size_t i = 0; i < s.steps.size(); i++) {
@@ -63,10 +64,11 @@ json imports_json(const check::CheckReport& r) {
           {"steps", steps},
           {"openmp_runtimes", omp},
           {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
-          {"static_tls", {{"surplus", s.sequence.surplus}, {"static_size", s.sequence.static_size},
-                          {"startup_used", s.sequence.startup_used}}}};
+          {"static_tls",
+           {{"surplus", s.sequence.surplus},
+            {"static_size", s.sequence.static_size},
+            {"startup_used", s.sequence.startup_used}}}};
 }
-
 
 }  // namespace
 
@@ -77,7 +79,8 @@ json check_document(const check::CheckReport& r, std::string_view version) {
   hostfacts::to_json(host_j, r.facts.host);
   hostfacts::to_json(env_j, r.facts.env);
   // cpuinfo's cores (the name predates the model of cpuinfo; kept for readers of check/1).
-  host_j["physical_cores"] = r.facts.host.cpuinfo.cores ? json(*r.facts.host.cpuinfo.cores) : json(nullptr);
+  host_j["physical_cores"] =
+      r.facts.host.cpuinfo.cores ? json(*r.facts.host.cpuinfo.cores) : json(nullptr);
   host_j["gpu"] = r.gpu;
   json py = python_json(r);
   if (r.python && r.python->find_package("torch"))
@@ -96,9 +99,14 @@ json check_document(const check::CheckReport& r, std::string_view version) {
                     {"path", l.path ? json(*l.path) : json(nullptr)},
                     {"file", l.file ? json(*l.file) : json(nullptr)},
                     {"size", l.size ? json(*l.size) : json(nullptr)}});
-  return {{"schema", "mldoctor.check/1"}, {"version", version},      {"host", host_j},
-          {"environment", env_j},         {"python", py},                {"imports", imports_json(r)},
-          {"libraries", libs},            {"findings", findings}};
+  return {{"schema", "mldoctor.check/1"},
+          {"version", version},
+          {"host", host_j},
+          {"environment", env_j},
+          {"python", py},
+          {"imports", imports_json(r)},
+          {"libraries", libs},
+          {"findings", findings}};
 }
 
 }  // namespace mld::fleet

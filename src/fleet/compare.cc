@@ -74,7 +74,9 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
-std::string compress_host_list(std::vector<std::string> names) { return join(host_list_parts(names)); }
+std::string compress_host_list(std::vector<std::string> names) {
+  return join(host_list_parts(names));
+}
 
 namespace {
 
@@ -92,15 +94,17 @@ size_t weight(const Comparison& c, Scope scope, const std::vector<size_t>& membe
   return nodes.size();
 }
 
-Severity rule_severity(std::string_view rule) { return rule == "FLEET001" ? Severity::Error : Severity::Warning; }
+Severity rule_severity(std::string_view rule) {
+  return rule == "FLEET001" ? Severity::Error : Severity::Warning;
+}
 
 }  // namespace
 
-std::string describe_members(const Comparison& c, const Observations& obs, const std::vector<size_t>& members,
-                             size_t limit) {
+std::string describe_members(const Comparison& c, const Observations& obs,
+                             const std::vector<size_t>& members, size_t limit) {
   std::set<size_t> wanted(members.begin(), members.end());
-  std::vector<std::string> whole;     // nodes all of whose members are meant
-  std::vector<std::string> partial;   // "node-a (ranks 1,3)"
+  std::vector<std::string> whole;    // nodes all of whose members are meant
+  std::vector<std::string> partial;  // "node-a (ranks 1,3)"
   for (const Node& n : c.nodes) {
     std::vector<size_t> in;
     for (size_t m : n.members)
@@ -118,7 +122,8 @@ std::string describe_members(const Comparison& c, const Observations& obs, const
       labels += (labels.empty() ? "" : ", ") + obs.members[m].label;
     }
     if (ranks.size() == in.size())
-      partial.push_back(name + " (rank" + (ranks.size() == 1 ? " " : "s ") + format_ranges(ranks) + ")");
+      partial.push_back(name + " (rank" + (ranks.size() == 1 ? " " : "s ") + format_ranges(ranks) +
+                        ")");
     else
       partial.push_back(name + " (" + labels + ")");
   }
@@ -148,7 +153,8 @@ Comparison compare(const Observations& obs) {
     if (fresh) c.nodes.push_back(Node{mem.node, {}});
     c.nodes[it->second].members.push_back(m);
     c.node_of_member[m] = it->second;
-    if (std::find(c.tool_versions.begin(), c.tool_versions.end(), mem.tool_version) == c.tool_versions.end())
+    if (std::find(c.tool_versions.begin(), c.tool_versions.end(), mem.tool_version) ==
+        c.tool_versions.end())
       c.tool_versions.push_back(mem.tool_version);
   }
 
@@ -161,7 +167,8 @@ Comparison compare(const Observations& obs) {
     gc.group = g;
     std::map<u64, size_t> variant_of;
     for (size_t m = 0; m < n; m++) {
-      u64 d = m < obs.digests.size() && g < obs.digests[m].size() ? obs.digests[m][g] : absent_digest;
+      u64 d =
+          m < obs.digests.size() && g < obs.digests[m].size() ? obs.digests[m][g] : absent_digest;
       if (d == absent_digest) {
         gc.not_recorded.push_back(m);
         continue;
@@ -177,14 +184,16 @@ Comparison compare(const Observations& obs) {
       gc.variants[it->second].members.push_back(m);
     }
     const Scope scope = specs[g].scope;
-    std::stable_sort(gc.variants.begin(), gc.variants.end(), [&](const Variant& a, const Variant& b) {
-      return weight(c, scope, a.members) > weight(c, scope, b.members);
-    });
+    std::stable_sort(gc.variants.begin(), gc.variants.end(),
+                     [&](const Variant& a, const Variant& b) {
+                       return weight(c, scope, a.members) > weight(c, scope, b.members);
+                     });
     if (gc.differs()) {
       std::set<std::string> keys;
       for (const Variant& v : gc.variants) {
         if (!v.group)
-          throw std::logic_error("fleet: the values of group " + std::string(specs[g].name) + " were not fetched");
+          throw std::logic_error("fleet: the values of group " + std::string(specs[g].name) +
+                                 " were not fetched");
         for (const auto& kv : v.group->values) keys.insert(kv.first);
       }
       for (const std::string& key : keys) {
@@ -194,7 +203,8 @@ Comparison compare(const Observations& obs) {
           auto it = v.group->values.find(key);
           std::optional<std::string> value;
           if (it != v.group->values.end()) value = it->second;
-          auto slot = std::find_if(kd.values.begin(), kd.values.end(), [&](const auto& p) { return p.first == value; });
+          auto slot = std::find_if(kd.values.begin(), kd.values.end(),
+                                   [&](const auto& p) { return p.first == value; });
           if (slot == kd.values.end()) {
             kd.values.push_back({value, v.members});
           } else {
@@ -203,8 +213,9 @@ Comparison compare(const Observations& obs) {
           }
         }
         if (kd.values.size() > 1) {
-          std::stable_sort(kd.values.begin(), kd.values.end(),
-                           [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+          std::stable_sort(kd.values.begin(), kd.values.end(), [](const auto& a, const auto& b) {
+            return a.second.size() > b.second.size();
+          });
           gc.keys.push_back(std::move(kd));
         }
       }
@@ -213,7 +224,9 @@ Comparison compare(const Observations& obs) {
   }
 
   // The findings: one per differing group that has a rule.
-  auto value_text = [](const std::optional<std::string>& v) { return v ? *v : std::string("(absent)"); };
+  auto value_text = [](const std::optional<std::string>& v) {
+    return v ? *v : std::string("(absent)");
+  };
   for (const GroupComparison& gc : c.groups) {
     const GroupSpec& spec = specs[gc.group];
     if (!gc.differs() || spec.rule.empty()) continue;
@@ -228,16 +241,19 @@ Comparison compare(const Observations& obs) {
       const KeyDifference& k = gc.keys.front();
       std::string parts;
       for (const auto& [value, members] : k.values)
-        parts += (parts.empty() ? "" : "; ") + value_text(value) + " on " + describe_members(c, obs, members, 4);
+        parts += (parts.empty() ? "" : "; ") + value_text(value) + " on " +
+                 describe_members(c, obs, members, 4);
       f.message += ": " + k.key + " is " + parts;
       if (gc.keys.size() > 1) f.message += " (and " + std::to_string(gc.keys.size() - 1) + " more)";
     }
     const size_t evidence_keys = 12;
     for (size_t i = 0; i < gc.keys.size() && i < evidence_keys; i++)
       for (const auto& [value, members] : gc.keys[i].values)
-        f.evidence.push_back({gc.keys[i].key + " = " + value_text(value) + ": " + describe_members(c, obs, members)});
+        f.evidence.push_back({gc.keys[i].key + " = " + value_text(value) + ": " +
+                              describe_members(c, obs, members)});
     if (gc.keys.size() > evidence_keys)
-      f.evidence.push_back({std::to_string(gc.keys.size() - evidence_keys) + " more keys differ (--json lists them all)"});
+      f.evidence.push_back({std::to_string(gc.keys.size() - evidence_keys) +
+                            " more keys differ (--json lists them all)"});
     // The majority is the likely intended state; the fix names it.
     auto weight_of = [&](const Variant& v) { return weight(c, spec.scope, v.members); };
     const Variant& major = gc.variants.front();
@@ -260,11 +276,12 @@ Comparison compare(const Observations& obs) {
     const char* unit = spec.scope == Scope::Node ? "nodes" : ranks ? "ranks" : "reports";
     if (weight_of(major) > weight_of(gc.variants[1]))
       f.fix = "Make " + describe_members(c, obs, minority) + " match the other " +
-              std::to_string(weight_of(major)) + " of " + std::to_string(total) + " " + unit + ": " + target;
+              std::to_string(weight_of(major)) + " of " + std::to_string(total) + " " + unit +
+              ": " + target;
     else
       f.fix = "No value is held by a majority of the " + std::to_string(total) + " " + unit +
-              ": install or set the same on every one (" + describe_members(c, obs, major.members) + " has " +
-              target + ")";
+              ": install or set the same on every one (" + describe_members(c, obs, major.members) +
+              " has " + target + ")";
     c.findings.push_back(std::move(f));
   }
 

@@ -91,7 +91,9 @@ std::string text(const json* v) {
   return v->dump();
 }
 
-std::string text(const json& doc, std::initializer_list<std::string_view> path) { return text(at(doc, path)); }
+std::string text(const json& doc, std::initializer_list<std::string_view> path) {
+  return text(at(doc, path));
+}
 
 std::string gib(const json* bytes) {
   if (!bytes || !bytes->is_number()) return "unknown";
@@ -116,8 +118,8 @@ bool rank_identity_variable(std::string_view name) {
 // Interfaces that exist per container or per bridge and say nothing about
 // the node's fabric (NCCL itself skips lo and docker*).
 bool incidental_interface(std::string_view name) {
-  static constexpr std::string_view prefixes[] = {"docker", "veth", "br-", "virbr", "cali", "flannel",
-                                                  "cni",    "tunl", "vxlan", "ifb"};
+  static constexpr std::string_view prefixes[] = {"docker",  "veth", "br-",  "virbr", "cali",
+                                                  "flannel", "cni",  "tunl", "vxlan", "ifb"};
   if (name == "lo") return true;
   for (std::string_view p : prefixes)
     if (name.starts_with(p)) return true;
@@ -136,7 +138,9 @@ FactGroup os_group(const json& host) {
   g.values["kernel"] = text(host, {"kernel_release"});
   g.values["glibc"] = text(host, {"glibc_version"});
   const json* detected = at(host, {"container", "detected"});
-  g.values["container"] = detected && detected->is_boolean() && detected->get<bool>() ? text(host, {"container", "kind"}) : "none";
+  g.values["container"] = detected && detected->is_boolean() && detected->get<bool>()
+                              ? text(host, {"container", "kind"})
+                              : "none";
   return g;
 }
 
@@ -158,7 +162,8 @@ FactGroup gpus_group(const json& host) {
     }
   g.values["count (driver)"] = std::to_string(count);
   std::string m;
-  for (const auto& [name, n] : models) m += (m.empty() ? "" : ", ") + std::to_string(n) + "× " + name;
+  for (const auto& [name, n] : models)
+    m += (m.empty() ? "" : ", ") + std::to_string(n) + "× " + name;
   g.values["models"] = m.empty() ? "none" : m;
   std::string numa;
   size_t pci = 0;
@@ -186,8 +191,9 @@ FactGroup memory_group(const json& host) {
   FactGroup g;
   g.values["total"] = gib(at(host, {"memory", "total_bytes"}));
   const json* present = at(host, {"shm", "present"});
-  g.values["/dev/shm"] =
-      present && present->is_boolean() && !present->get<bool>() ? "absent" : gib(at(host, {"shm", "size_bytes"}));
+  g.values["/dev/shm"] = present && present->is_boolean() && !present->get<bool>()
+                             ? "absent"
+                             : gib(at(host, {"shm", "size_bytes"}));
   return g;
 }
 
@@ -200,8 +206,10 @@ FactGroup network_group(const json& host) {
       std::string name = text(i, {"name"});
       if (incidental_interface(name)) continue;
       const json* running = at(i, {"running"});
-      g.values[name] = text(i, {"operstate"}) +
-                       (running && running->is_boolean() ? (running->get<bool>() ? ", running" : ", not running") : "");
+      g.values[name] =
+          text(i, {"operstate"}) + (running && running->is_boolean()
+                                        ? (running->get<bool>() ? ", running" : ", not running")
+                                        : "");
     }
   return g;
 }
@@ -216,14 +224,16 @@ FactGroup infiniband_group(const json& host) {
       if (!ports || !ports->is_array() || ports->empty()) g.values[name] = "no ports";
       if (ports && ports->is_array())
         for (const json& p : *ports)
-          g.values[name + " port " + text(p, {"port"})] = text(p, {"link_layer"}) + " " + text(p, {"state"});
+          g.values[name + " port " + text(p, {"port"})] =
+              text(p, {"link_layer"}) + " " + text(p, {"state"});
     }
   // Devices the PCI walk did not place still count by name.
   if (const json* devs = at(host, {"rdma_devices"}); devs && devs->is_array())
     for (const json& d : *devs) {
       std::string name = text(&d);
-      bool described = std::any_of(g.values.begin(), g.values.end(),
-                                   [&](const auto& kv) { return kv.first == name || kv.first.starts_with(name + " port "); });
+      bool described = std::any_of(g.values.begin(), g.values.end(), [&](const auto& kv) {
+        return kv.first == name || kv.first.starts_with(name + " port ");
+      });
       if (!described) g.values[name] = "present";
     }
   return g;
@@ -264,7 +274,8 @@ FactGroup packages_group(const json& py) {
   FactGroup g;
   if (const json* pk = at(py, {"packages"}); pk && pk->is_array())
     for (const json& p : *pk) g.values[text(p, {"import"})] = text(p, {"version"});
-  if (const json* cuda = at(py, {"torch_cuda"})) g.values["torch CUDA"] = cuda->is_null() ? "CPU build" : text(cuda);
+  if (const json* cuda = at(py, {"torch_cuda"}))
+    g.values["torch CUDA"] = cuda->is_null() ? "CPU build" : text(cuda);
   return g;
 }
 
@@ -346,19 +357,25 @@ FactGroup findings_group(const json& doc) {
 }  // namespace
 
 MemberFacts facts_from_check(const json& doc) {
-  if (!doc.is_object()) throw ReportError("not an mldoctor report (the document is not a JSON object)");
+  if (!doc.is_object())
+    throw ReportError("not an mldoctor report (the document is not a JSON object)");
   const json* schema = at(doc, {"schema"});
   if (!schema || !schema->is_string() || !schema->get<std::string>().starts_with("mldoctor."))
-    throw ReportError("not an mldoctor report (no \"schema\": \"mldoctor.…\" field); write one with `mldoctor check --json`");
+    throw ReportError(
+        "not an mldoctor report (no \"schema\": \"mldoctor.…\" field); write one with `mldoctor "
+        "check --json`");
   std::string s = schema->get<std::string>();
   std::string_view kind_prefix = "mldoctor.check/";
   if (!s.starts_with(kind_prefix))
-    throw ReportError("a " + s + " report, not a check report; diff compares the reports of `mldoctor check --json`");
+    throw ReportError(
+        "a " + s +
+        " report, not a check report; diff compares the reports of `mldoctor check --json`");
   std::string major_text = s.substr(kind_prefix.size());
   size_t dot = major_text.find('.');
   if (dot != std::string::npos) major_text.resize(dot);
   int major = 0;
-  if (major_text.empty() || major_text.size() > 6 || major_text.find_first_not_of("0123456789") != std::string::npos ||
+  if (major_text.empty() || major_text.size() > 6 ||
+      major_text.find_first_not_of("0123456789") != std::string::npos ||
       (major = std::stoi(major_text)) == 0)
     throw ReportError("schema \"" + s + "\" has no version number this mldoctor can read");
   if (major > 1) {
@@ -374,8 +391,10 @@ MemberFacts facts_from_check(const json& doc) {
 
   MemberFacts m;
   m.tool_version = at(doc, {"version"}) ? text(doc, {"version"}) : "";
-  if (const json* h = at(*host, {"hostname"}); h && h->is_string()) m.node.name = h->get<std::string>();
-  if (const json* b = at(*host, {"boot_id"}); b && b->is_string()) m.node.key = b->get<std::string>();
+  if (const json* h = at(*host, {"hostname"}); h && h->is_string())
+    m.node.name = h->get<std::string>();
+  if (const json* b = at(*host, {"boot_id"}); b && b->is_string())
+    m.node.key = b->get<std::string>();
   if (m.node.key.empty()) m.node.key = m.node.name;
 
   m.groups = {os_group(*host),

@@ -40,7 +40,7 @@ nlohmann::json check_document(const check::CheckReport& r, std::string_view vers
 enum class Scope { Node, Process };
 
 struct GroupSpec {
-  std::string_view name;   // "gpu-driver": the group's id in JSON and the protocol
+  std::string_view name;  // "gpu-driver": the group's id in JSON and the protocol
   Scope scope;
   std::string_view title;  // "NVIDIA driver"
   std::string_view rule;   // the FLEET rule a difference raises; empty: findings
@@ -93,7 +93,7 @@ MemberFacts facts_from_check(const nlohmann::json& doc);
 // ─── compare.cc: what differs, and where ────────────────────────────────────
 
 struct Member {
-  std::string label;       // "rank 3", "node-b.json"
+  std::string label;  // "rank 3", "node-b.json"
   std::optional<u32> rank;
   NodeIdentity node;
   std::string tool_version;
@@ -104,7 +104,7 @@ struct Member {
 // group that differs; for a uniform group one copy, or none).
 struct Observations {
   std::vector<Member> members;
-  std::vector<std::vector<u64>> digests;  // [member][group]
+  std::vector<std::vector<u64>> digests;                // [member][group]
   std::map<std::pair<size_t, u64>, FactGroup> details;  // (group, digest) → values
   // Clock offset of each member's node from the first member's, in seconds
   // (fleet only; nullopt where not measured).
@@ -139,13 +139,13 @@ struct Node {
 };
 
 struct Comparison {
-  std::vector<Node> nodes;             // in order of first member
-  std::vector<size_t> node_of_member;  // index into nodes
-  std::vector<GroupComparison> groups; // one per group_specs() entry
+  std::vector<Node> nodes;                 // in order of first member
+  std::vector<size_t> node_of_member;      // index into nodes
+  std::vector<GroupComparison> groups;     // one per group_specs() entry
   std::vector<std::string> tool_versions;  // distinct, in first-seen order
   // The largest clock offset between nodes (fleet), seconds.
   std::optional<double> max_clock_offset;
-  std::vector<Finding> findings;       // FLEET rules, errors first
+  std::vector<Finding> findings;  // FLEET rules, errors first
 };
 
 // Offsets beyond this are a finding (FLEET006).
@@ -157,8 +157,8 @@ Comparison compare(const Observations& obs);
 // "node-a, node-b" / "node[01-04], node07" for whole nodes, with
 // "(ranks 1,3)" / "(2 of 4 reports)" where only some of a node's members
 // are meant; at most `limit` entries, then "and N more".
-std::string describe_members(const Comparison& c, const Observations& obs, const std::vector<size_t>& members,
-                             size_t limit = 8);
+std::string describe_members(const Comparison& c, const Observations& obs,
+                             const std::vector<size_t>& members, size_t limit = 8);
 // Slurm-style host list: "gpu[001-004,009],login1".
 std::string compress_host_list(std::vector<std::string> names);
 

@@ -87,7 +87,9 @@ class Reader {
   void need(size_t n) {
     if (b_.size() - pos_ < n) fail();
   }
-  [[noreturn]] void fail() { throw ReportError(std::string("fleet: a truncated or malformed ") + what_ + " message"); }
+  [[noreturn]] void fail() {
+    throw ReportError(std::string("fleet: a truncated or malformed ") + what_ + " message");
+  }
   std::string_view b_;
   const char* what_;
   size_t pos_ = 0;
@@ -117,8 +119,9 @@ DigestMessage decode_digests(std::string_view bytes) {
   m.report_bytes = r.u64v();
   u32 n = r.count(8);
   if (n != group_specs().size())
-    throw ReportError("fleet: rank " + std::to_string(m.rank) + " sent " + std::to_string(n) + " fact groups, this mldoctor has " +
-                      std::to_string(group_specs().size()) + ": every rank must run the same mldoctor");
+    throw ReportError("fleet: rank " + std::to_string(m.rank) + " sent " + std::to_string(n) +
+                      " fact groups, this mldoctor has " + std::to_string(group_specs().size()) +
+                      ": every rank must run the same mldoctor");
   for (u32 i = 0; i < n; i++) m.digests.push_back(r.u64v());
   r.end();
   return m;
@@ -143,7 +146,8 @@ FetchPlan plan_fetch(const std::vector<DigestMessage>& digests) {
     }
     // Rank 0 has its own values; it needs the others' only where they
     // differ from its own.
-    bool uniform_own = holder.size() == 1 && g < root->digests.size() && holder.begin()->first == root->digests[g];
+    bool uniform_own =
+        holder.size() == 1 && g < root->digests.size() && holder.begin()->first == root->digests[g];
     if (uniform_own) continue;
     for (const auto& [d, rank] : holder)
       if (rank != root->rank) plan.requests.push_back({rank, g});
@@ -179,7 +183,8 @@ FetchPlan decode_plan(std::string_view bytes) {
   for (u32 i = 0; i < n; i++) {
     u32 rank = r.u32v();
     u32 group = r.u32v();
-    if (group >= group_specs().size()) throw ReportError("fleet: a fetch plan asks for an unknown fact group");
+    if (group >= group_specs().size())
+      throw ReportError("fleet: a fetch plan asks for an unknown fact group");
     plan.requests.push_back({rank, group});
   }
   u32 leaders = r.count(4);
@@ -234,7 +239,8 @@ Observations assemble(const std::vector<DigestMessage>& digests, const MemberFac
   Observations obs;
   std::vector<const DigestMessage*> by_rank;
   for (const DigestMessage& m : digests) by_rank.push_back(&m);
-  std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
+  std::sort(by_rank.begin(), by_rank.end(),
+            [](const auto* a, const auto* b) { return a->rank < b->rank; });
   for (const DigestMessage* m : by_rank) {
     Member mem;
     mem.label = "rank " + std::to_string(m->rank);
@@ -245,7 +251,8 @@ Observations assemble(const std::vector<DigestMessage>& digests, const MemberFac
     obs.digests.push_back(m->digests);
   }
   obs.clock_offset.resize(obs.members.size());
-  for (size_t g = 0; g < own.groups.size(); g++) obs.details[{g, digest(own.groups[g])}] = own.groups[g];
+  for (size_t g = 0; g < own.groups.size(); g++)
+    obs.details[{g, digest(own.groups[g])}] = own.groups[g];
   for (size_t i = 0; i < answers.size(); i++) {
     for (auto& answer : decode_details(answers[i])) {
       const size_t g = answer.first;

@@ -13,7 +13,8 @@ inline std::string join(const std::vector<std::string>& v, std::string_view sep 
 }
 
 // A finding with its message and fix; evidence and env_fix added by the caller.
-inline Finding make(std::string rule, Severity sev, std::string subject, std::string message, std::string fix) {
+inline Finding make(std::string rule, Severity sev, std::string subject, std::string message,
+                    std::string fix) {
   Finding f;
   f.rule = std::move(rule);
   f.severity = sev;

@@ -21,12 +21,11 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "findings/findings.h"
 #include "host/host.h"
@@ -53,7 +52,9 @@ struct AcsCapability {
   bool egress_control() const { return control & 0x20; }
   bool direct_translated() const { return control & 0x40; }
   // P2P traffic is sent up to the root complex instead of across the switch.
-  bool redirects_p2p() const { return request_redirect() || completion_redirect() || egress_control(); }
+  bool redirects_p2p() const {
+    return request_redirect() || completion_redirect() || egress_control();
+  }
 };
 // lspci's words for the control bits: "SrcValid+ TransBlk- ReqRedir+ ...".
 std::string acs_control_text(u16 control);
@@ -84,13 +85,13 @@ struct PciLocation {
 };
 
 struct Gpu {
-  u32 index = 0;          // in PCI bus order (nvidia-smi's; CUDA's unless GPUs differ and
-                          // CUDA_DEVICE_ORDER is not PCI_BUS_ID)
+  u32 index = 0;  // in PCI bus order (nvidia-smi's; CUDA's unless GPUs differ and
+                  // CUDA_DEVICE_ORDER is not PCI_BUS_ID)
   PciLocation pci;
-  u32 device_id = 0;      // 0x2330
-  u32 class_code = 0;     // 0x030200
-  std::string model;      // "NVIDIA H100 80GB HBM3" from /proc/driver/nvidia, or ""
-  std::string uuid;       // "GPU-..." from /proc/driver/nvidia, or ""
+  u32 device_id = 0;         // 0x2330
+  u32 class_code = 0;        // 0x030200
+  std::string model;         // "NVIDIA H100 80GB HBM3" from /proc/driver/nvidia, or ""
+  std::string uuid;          // "GPU-..." from /proc/driver/nvidia, or ""
   std::optional<u32> minor;  // Device Minor: /dev/nvidia<N>
 };
 
@@ -98,7 +99,7 @@ struct Gpu {
 struct Bridge {
   std::string address;
   std::optional<u8> port_type;
-  size_t config_bytes = 0;         // how much of the config space could be read
+  size_t config_bytes = 0;  // how much of the config space could be read
   std::optional<AcsCapability> acs;
   bool acs_readable() const { return config_bytes >= 0x104; }
 };
@@ -122,7 +123,7 @@ struct NetInterface {
   // IFF_UP and an operational state of up or unknown (the kernel's
   // IFF_RUNNING, which NCCL requires).
   bool running = false;
-  std::string pci_address;   // "" for virtual interfaces
+  std::string pci_address;  // "" for virtual interfaces
 };
 
 struct Iommu {
@@ -141,10 +142,10 @@ struct AcsBlock {
 };
 
 struct GpuFacts {
-  bool pci_readable = false;       // /sys/bus/pci/devices could be listed
-  std::vector<Gpu> gpus;           // by PCI address
-  std::vector<Hca> hcas;           // by name
-  std::vector<NetInterface> interfaces;  // by name
+  bool pci_readable = false;              // /sys/bus/pci/devices could be listed
+  std::vector<Gpu> gpus;                  // by PCI address
+  std::vector<Hca> hcas;                  // by name
+  std::vector<NetInterface> interfaces;   // by name
   std::map<std::string, Bridge> bridges;  // every bridge on a GPU's or HCA's path
   Iommu iommu;
   std::optional<std::string> driver_version;  // "535.104.05" from /proc/driver/nvidia/version

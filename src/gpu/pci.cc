@@ -31,10 +31,14 @@ std::optional<u64> parse_number(std::string_view s) {
   u64 v = 0;
   for (char c : s) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return std::nullopt;
     v = v * base + d;
   }
   return v;
@@ -124,7 +128,8 @@ void locate(const host::Host& host, PciLocation& loc, const std::string& device_
   }
   std::string dir = "/sys/bus/pci/devices/" + loc.address;
   loc.numa_node = parse_numa(host.read_file(dir + "/numa_node", 64));
-  if (std::optional<std::string> cpus = read_line(host, dir + "/local_cpulist")) loc.local_cpulist = *cpus;
+  if (std::optional<std::string> cpus = read_line(host, dir + "/local_cpulist"))
+    loc.local_cpulist = *cpus;
 }
 
 u16 le16(std::string_view b, size_t off) {
@@ -135,7 +140,8 @@ u32 le32(std::string_view b, size_t off) {
 }
 
 void read_driver_info(const host::Host& host, Gpu& g) {
-  std::optional<std::string> text = host.read_file("/proc/driver/nvidia/gpus/" + g.pci.address + "/information");
+  std::optional<std::string> text =
+      host.read_file("/proc/driver/nvidia/gpus/" + g.pci.address + "/information");
   if (!text) return;
   size_t start = 0;
   while (start < text->size()) {
@@ -146,10 +152,13 @@ void read_driver_info(const host::Host& host, Gpu& g) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    if (key == "Model") g.model = std::string(value);
-    else if (key == "GPU UUID") g.uuid = std::string(value);
+    if (key == "Model")
+      g.model = std::string(value);
+    else if (key == "GPU UUID")
+      g.uuid = std::string(value);
     else if (key == "Device Minor") {
-      if (std::optional<u64> n = parse_number(value); n && *n < 1u << 20) g.minor = static_cast<u32>(*n);
+      if (std::optional<u64> n = parse_number(value); n && *n < 1u << 20)
+        g.minor = static_cast<u32>(*n);
     }
   }
 }
@@ -158,7 +167,8 @@ void read_bridge(const host::Host& host, GpuFacts& f, const std::string& addr) {
   if (f.bridges.count(addr)) return;
   Bridge b;
   b.address = addr;
-  if (std::optional<std::string> config = host.read_file("/sys/bus/pci/devices/" + addr + "/config", 4096)) {
+  if (std::optional<std::string> config =
+          host.read_file("/sys/bus/pci/devices/" + addr + "/config", 4096)) {
     b.config_bytes = config->size();
     b.port_type = pcie_port_type(*config);
     b.acs = find_acs(*config);
@@ -167,7 +177,8 @@ void read_bridge(const host::Host& host, GpuFacts& f, const std::string& addr) {
 }
 
 std::string_view iommu_flag(std::string_view word) {
-  for (std::string_view p : {"iommu=", "intel_iommu=", "amd_iommu=", "iommu.passthrough=", "iommu.strict="})
+  for (std::string_view p :
+       {"iommu=", "intel_iommu=", "amd_iommu=", "iommu.passthrough=", "iommu.strict="})
     if (word.starts_with(p)) return word;
   return {};
 }
@@ -175,9 +186,11 @@ std::string_view iommu_flag(std::string_view word) {
 }  // namespace
 
 std::string acs_control_text(u16 c) {
-  static const char* names[] = {"SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans"};
+  static const char* names[] = {"SrcValid",    "TransBlk",   "ReqRedir",   "CmpltRedir",
+                                "UpstreamFwd", "EgressCtrl", "DirectTrans"};
   std::string out;
-  for (int i = 0; i < 7; i++) out += std::string(i ? " " : "") + names[i] + ((c >> i) & 1 ? "+" : "-");
+  for (int i = 0; i < 7; i++)
+    out += std::string(i ? " " : "") + names[i] + ((c >> i) & 1 ? "+" : "-");
   return out;
 }
 
@@ -209,7 +222,8 @@ std::optional<u8> pcie_port_type(std::string_view config) {
   if (config.size() < 0x40) return std::nullopt;
   if (!(le16(config, 0x06) & 0x10)) return std::nullopt;  // no capability list
   size_t ptr = static_cast<u8>(config[0x34]) & 0xfc;
-  for (int steps = 0; steps < 48 && ptr >= 0x40 && ptr + 4 <= config.size() && ptr < 0x100; steps++) {
+  for (int steps = 0; steps < 48 && ptr >= 0x40 && ptr + 4 <= config.size() && ptr < 0x100;
+       steps++) {
     u8 id = static_cast<u8>(config[ptr]);
     if (id == 0x10) return static_cast<u8>((le16(config, ptr + 2) >> 4) & 0xf);
     ptr = static_cast<u8>(config[ptr + 1]) & 0xfc;
@@ -247,15 +261,18 @@ GpuFacts collect(const host::Host& host) {
     Gpu g;
     g.pci.address = addr;
     g.class_code = static_cast<u32>(*cls);
-    g.device_id = static_cast<u32>(parse_number(read_line(host, dir + "/device").value_or("")).value_or(0));
+    g.device_id =
+        static_cast<u32>(parse_number(read_line(host, dir + "/device").value_or("")).value_or(0));
     locate(host, g.pci, dir);
     read_driver_info(host, g);
     f.gpus.push_back(std::move(g));
   }
-  std::sort(f.gpus.begin(), f.gpus.end(), [](const Gpu& a, const Gpu& b) { return a.pci.address < b.pci.address; });
+  std::sort(f.gpus.begin(), f.gpus.end(),
+            [](const Gpu& a, const Gpu& b) { return a.pci.address < b.pci.address; });
   for (size_t i = 0; i < f.gpus.size(); i++) f.gpus[i].index = static_cast<u32>(i);
 
-  for (const std::string& name : host.list_dir("/sys/class/infiniband").value_or(std::vector<std::string>{})) {
+  for (const std::string& name :
+       host.list_dir("/sys/class/infiniband").value_or(std::vector<std::string>{})) {
     Hca h;
     h.name = name;
     std::string dir = "/sys/class/infiniband/" + name;
@@ -266,7 +283,8 @@ GpuFacts collect(const host::Host& host) {
         locate(host, h.pci, pci_dir + "/" + h.pci.address);
       }
     }
-    for (const std::string& p : host.list_dir(dir + "/ports").value_or(std::vector<std::string>{})) {
+    for (const std::string& p :
+         host.list_dir(dir + "/ports").value_or(std::vector<std::string>{})) {
       std::optional<u64> n = parse_number(p);
       if (!n || *n > 1024) continue;
       IbPort port;
@@ -275,17 +293,20 @@ GpuFacts collect(const host::Host& host) {
       port.link_layer = read_line(host, dir + "/ports/" + p + "/link_layer").value_or("");
       h.ports.push_back(std::move(port));
     }
-    std::sort(h.ports.begin(), h.ports.end(), [](const IbPort& a, const IbPort& b) { return a.number < b.number; });
+    std::sort(h.ports.begin(), h.ports.end(),
+              [](const IbPort& a, const IbPort& b) { return a.number < b.number; });
     f.hcas.push_back(std::move(h));
   }
 
-  for (const std::string& name : host.list_dir("/sys/class/net").value_or(std::vector<std::string>{})) {
+  for (const std::string& name :
+       host.list_dir("/sys/class/net").value_or(std::vector<std::string>{})) {
     NetInterface n;
     n.name = name;
     std::string dir = "/sys/class/net/" + name;
     n.operstate = read_line(host, dir + "/operstate").value_or("");
     if (std::optional<std::string> flags = read_line(host, dir + "/flags")) {
-      if (std::optional<u64> v = parse_number(*flags); v && *v <= 0xffffffffu) n.flags = static_cast<u32>(*v);
+      if (std::optional<u64> v = parse_number(*flags); v && *v <= 0xffffffffu)
+        n.flags = static_cast<u32>(*v);
     }
     bool up_flag = !n.flags || (*n.flags & 0x1);
     n.running = up_flag && (n.operstate == "up" || n.operstate == "unknown");
@@ -331,7 +352,8 @@ GpuFacts collect(const host::Host& host) {
   f.gpu_matrix.assign(n, std::vector<Level>(n, Level::PIX));
   f.gpu_hca_matrix.assign(n, std::vector<Level>(f.hcas.size(), Level::SYS));
   std::set<std::string> unreadable;
-  auto check_ports = [&](const PciLocation& a, const PciLocation& b, const std::string& an, const std::string& bn) {
+  auto check_ports = [&](const PciLocation& a, const PciLocation& b, const std::string& an,
+                         const std::string& bn) {
     for (const std::string& port : bridges_between(a, b)) {
       auto it = f.bridges.find(port);
       if (it == f.bridges.end()) continue;
@@ -345,7 +367,8 @@ GpuFacts collect(const host::Host& host) {
   for (size_t i = 0; i < n; i++) {
     for (size_t j = 0; j < n; j++)
       if (i != j) f.gpu_matrix[i][j] = pci_level(f.gpus[i].pci, f.gpus[j].pci);
-    for (size_t j = i + 1; j < n; j++) check_ports(f.gpus[i].pci, f.gpus[j].pci, f.gpus[i].pci.address, f.gpus[j].pci.address);
+    for (size_t j = i + 1; j < n; j++)
+      check_ports(f.gpus[i].pci, f.gpus[j].pci, f.gpus[i].pci.address, f.gpus[j].pci.address);
     for (size_t k = 0; k < f.hcas.size(); k++) {
       if (f.hcas[k].pci.address.empty()) continue;
       f.gpu_hca_matrix[i][k] = pci_level(f.gpus[i].pci, f.hcas[k].pci);

@@ -21,8 +21,10 @@ size_t common_bridges(const PciLocation& a, const PciLocation& b) {
 }
 
 std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
-  else s += ' ';
+  if (s.size() < width)
+    s.append(width - s.size(), ' ');
+  else
+    s += ' ';
   return s;
 }
 
@@ -63,7 +65,8 @@ std::vector<std::string> bridges_between(const PciLocation& a, const PciLocation
 std::string topology_matrix_text(const GpuFacts& f) {
   std::string out;
   if (f.gpus.empty()) {
-    out += f.pci_readable ? "No NVIDIA GPU in /sys/bus/pci/devices.\n" : "/sys/bus/pci/devices is not readable: no GPU facts.\n";
+    out += f.pci_readable ? "No NVIDIA GPU in /sys/bus/pci/devices.\n"
+                          : "/sys/bus/pci/devices is not readable: no GPU facts.\n";
     return out;
   }
   const size_t w = 8;
@@ -82,35 +85,47 @@ std::string topology_matrix_text(const GpuFacts& f) {
   };
   size_t n = f.gpus.size();
   for (size_t i = 0; i < n; i++) {
-    row(names[i], [&](size_t j) -> std::string {
-      if (j == i) return " X";
-      if (j < n) return std::string(level_name(f.gpu_matrix[i][j]));
-      const Hca& h = f.hcas[j - n];
-      return h.pci.address.empty() ? "N/A" : std::string(level_name(f.gpu_hca_matrix[i][j - n]));
-    }, f.gpus[i].pci);
+    row(
+        names[i],
+        [&](size_t j) -> std::string {
+          if (j == i) return " X";
+          if (j < n) return std::string(level_name(f.gpu_matrix[i][j]));
+          const Hca& h = f.hcas[j - n];
+          return h.pci.address.empty() ? "N/A"
+                                       : std::string(level_name(f.gpu_hca_matrix[i][j - n]));
+        },
+        f.gpus[i].pci);
   }
   for (size_t k = 0; k < f.hcas.size(); k++) {
     const Hca& h = f.hcas[k];
-    row(names[n + k], [&](size_t j) -> std::string {
-      if (j == n + k) return " X";
-      if (h.pci.address.empty()) return "N/A";
-      if (j < n) return std::string(level_name(f.gpu_hca_matrix[j][k]));
-      const Hca& o = f.hcas[j - n];
-      return o.pci.address.empty() ? "N/A" : std::string(level_name(pci_level(h.pci, o.pci)));
-    }, h.pci);
+    row(
+        names[n + k],
+        [&](size_t j) -> std::string {
+          if (j == n + k) return " X";
+          if (h.pci.address.empty()) return "N/A";
+          if (j < n) return std::string(level_name(f.gpu_hca_matrix[j][k]));
+          const Hca& o = f.hcas[j - n];
+          return o.pci.address.empty() ? "N/A" : std::string(level_name(pci_level(h.pci, o.pci)));
+        },
+        h.pci);
   }
   out +=
       "\nLegend:\n\n"
       "  X    = Self\n"
-      "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
-      "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+      "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+      "(e.g., QPI/UPI)\n"
+      "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+      "within a NUMA node\n"
       "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
-      "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+      "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+      "Bridge)\n"
       "  PIX  = Connection traversing at most a single PCIe bridge\n"
-      "  NV#  = not known: NVLink is invisible in sysfs (needs NVML); the levels above are the PCIe path only\n";
+      "  NV#  = not known: NVLink is invisible in sysfs (needs NVML); the levels above are the "
+      "PCIe path only\n";
   if (!f.hcas.empty()) {
     out += "\nNIC Legend:\n\n";
-    for (size_t k = 0; k < f.hcas.size(); k++) out += "  NIC" + std::to_string(k) + ": " + f.hcas[k].name + "\n";
+    for (size_t k = 0; k < f.hcas.size(); k++)
+      out += "  NIC" + std::to_string(k) + ": " + f.hcas[k].name + "\n";
   }
   if (!f.acs_blocks.empty()) {
     out += "\nACS P2P redirection (peer traffic forced through the root complex):\n";

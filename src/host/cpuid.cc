@@ -210,8 +210,7 @@ CpuidDump capture_cpuid() {
         case 0x12:
           for (u32 s = 1; s < 8; s++) ask(leaf, s);
           break;
-        default:
-          break;
+        default: break;
       }
     }
   };

@@ -210,14 +210,17 @@ bool Host::remove_file(std::string_view path, std::string* error) const {
       int err = errno;
       struct stat link;
       // O_NOFOLLOW|O_DIRECTORY on a symlink reports ENOTDIR; say what it is.
-      if (fstatat(current.fd, parts[k].c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode)) err = ELOOP;
+      if (fstatat(current.fd, parts[k].c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISLNK(link.st_mode))
+        err = ELOOP;
       return fail(p, err);
     }
     Fd n(next);
     std::swap(current.fd, n.fd);
   }
   struct stat st;
-  if (fstatat(current.fd, parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail(p, errno);
+  if (fstatat(current.fd, parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return fail(p, errno);
   if (S_ISDIR(st.st_mode)) return fail(p, EISDIR);
   if (unlinkat(current.fd, parts.back().c_str(), 0) != 0) return fail(p, errno);
   return true;
@@ -340,8 +343,8 @@ CpuFeatures cpuid_features() {
   if (baseline) {
     f.x86_64_level = 1;
     // CMPXCHG16B, LAHF64_SAHF64, POPCNT, SSE3, SSSE3, SSE4_1, SSE4_2.
-    if (bit(ecx1, 13) && bit(ecx81, 0) && popcnt && bit(ecx1, 0) && bit(ecx1, 9) &&
-        bit(ecx1, 19) && bit(ecx1, 20)) {
+    if (bit(ecx1, 13) && bit(ecx81, 0) && popcnt && bit(ecx1, 0) && bit(ecx1, 9) && bit(ecx1, 19) &&
+        bit(ecx1, 20)) {
       f.x86_64_level = 2;
       if (avx && avx2 && f16c && fma && lzcnt && movbe) {
         f.x86_64_level = 3;
@@ -418,8 +421,7 @@ CpuFeatures Host::cpu_features() const {
     } else if (has({"avx512cd", "avx512bw", "avx512dq", "avx512vl"})) {
       f.avx512_1 = true;
     }
-    if (f.platform == "x86_64" &&
-        has({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"}))
+    if (f.platform == "x86_64" && has({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"}))
       f.platform = "haswell";
   }
   return f;
@@ -435,7 +437,8 @@ std::string join_path(std::string_view dir, std::string_view name) {
 }
 
 std::vector<std::string> companion_dirs(const Host& host) {
-  if (std::optional<std::string> d = host.getenv("MLDOCTOR_SHIM_DIR"); d && !d->empty()) return {*d};
+  if (std::optional<std::string> d = host.getenv("MLDOCTOR_SHIM_DIR"); d && !d->empty())
+    return {*d};
   std::optional<std::string> exe = host.read_link("/proc/self/exe");
   if (!exe) return {};
   const std::string dir = dir_name(*exe);
@@ -458,8 +461,10 @@ std::string normalize_path(std::string_view path) {
     if (j == std::string_view::npos) j = path.size();
     std::string_view part = path.substr(i, j - i);
     if (part == "..") {
-      if (!parts.empty() && parts.back() != "..") parts.pop_back();
-      else if (!absolute) parts.push_back(part);
+      if (!parts.empty() && parts.back() != "..")
+        parts.pop_back();
+      else if (!absolute)
+        parts.push_back(part);
     } else if (!part.empty() && part != ".") {
       parts.push_back(part);
     }
@@ -473,8 +478,6 @@ std::string normalize_path(std::string_view path) {
   if (out.empty()) out = ".";
   return out;
 }
-
-
 
 // ─── Paths, space and limits ────────────────────────────────────────────────
 
@@ -548,7 +551,8 @@ std::optional<std::string> Host::real_path(std::string_view path) const {
 std::optional<Host::Space> Host::filesystem_space(std::string_view path) const {
   struct statvfs st;
   if (::statvfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
-  return Space{static_cast<u64>(st.f_blocks) * st.f_frsize, static_cast<u64>(st.f_bavail) * st.f_frsize};
+  return Space{static_cast<u64>(st.f_blocks) * st.f_frsize,
+               static_cast<u64>(st.f_bavail) * st.f_frsize};
 }
 
 std::optional<Host::Limit> Host::resource_limit(int resource) const {

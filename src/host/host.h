@@ -24,9 +24,7 @@ struct FileId {
   u64 dev = 0;
   u64 ino = 0;
   bool operator==(const FileId&) const = default;
-  bool operator<(const FileId& o) const {
-    return dev != o.dev ? dev < o.dev : ino < o.ino;
-  }
+  bool operator<(const FileId& o) const { return dev != o.dev ? dev < o.dev : ino < o.ino; }
 };
 
 enum class FileKind { Missing, Regular, Directory, Other, Error };
@@ -39,7 +37,7 @@ struct FileStat {
   i64 mtime = 0;  // seconds since the epoch
   u32 uid = 0;
   u32 gid = 0;
-  u32 mode = 0;  // st_mode (type and permission bits, setuid/setgid)
+  u32 mode = 0;          // st_mode (type and permission bits, setuid/setgid)
   bool symlink = false;  // lstat() only: the entry itself is a symbolic link
 };
 
@@ -87,10 +85,10 @@ std::string format_cpuid_dump(const CpuidDump& dump);
 // the paths only stat()ed. Shared by copies of the Host; thread-safe.
 struct AccessLog {
   std::mutex mutex;
-  std::map<std::string, std::string> files;                    // path -> contents read
+  std::map<std::string, std::string> files;                     // path -> contents read
   std::map<std::string, std::vector<std::string>> directories;  // path -> entries
-  std::map<std::string, std::string> links;                    // path -> target
-  std::set<std::string> stats;                                 // paths stat()ed
+  std::map<std::string, std::string> links;                     // path -> target
+  std::set<std::string> stats;                                  // paths stat()ed
 };
 
 class Host {
@@ -131,8 +129,7 @@ class Host {
   // readers that need a few small pieces of it. Throws IoError as map().
   std::shared_ptr<SparseFile> open_sparse(std::string_view path) const;
   // Reads at most `max_bytes` of a file; nullopt when it cannot be read.
-  std::optional<std::string> read_file(std::string_view path,
-                                       u64 max_bytes = 1 << 20) const;
+  std::optional<std::string> read_file(std::string_view path, u64 max_bytes = 1 << 20) const;
   // Names in a directory (no "." / ".."), sorted; nullopt when unreadable.
   std::optional<std::vector<std::string>> list_dir(std::string_view path) const;
   // Target of a symlink under the root, nullopt when not a symlink.

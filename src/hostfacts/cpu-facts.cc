@@ -42,8 +42,10 @@ std::optional<std::vector<u32>> parse_cpu_list(std::string_view text) {
       item = item.substr(0, colon);
     }
     size_t dash = item.find('-');
-    std::optional<u64> first = parse_u64(dash == std::string_view::npos ? item : item.substr(0, dash));
-    std::optional<u64> last = dash == std::string_view::npos ? first : parse_u64(item.substr(dash + 1));
+    std::optional<u64> first =
+        parse_u64(dash == std::string_view::npos ? item : item.substr(0, dash));
+    std::optional<u64> last =
+        dash == std::string_view::npos ? first : parse_u64(item.substr(dash + 1));
     // 1 << 20 CPUs is far beyond any kernel's NR_CPUS; it bounds the work.
     if (!first || !last || *first > *last || *last >= (u64{1} << 20)) return std::nullopt;
     for (u64 c = *first; c <= *last; c += stride) {
@@ -82,8 +84,8 @@ namespace {
 std::string unescape_mount_path(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); i++) {
-    if (s[i] == '\\' && s.size() - i >= 4 && s[i + 1] >= '0' && s[i + 1] <= '7' && s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' &&
-        s[i + 3] <= '7') {
+    if (s[i] == '\\' && s.size() - i >= 4 && s[i + 1] >= '0' && s[i + 1] <= '7' &&
+        s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
       out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
       i += 3;
     } else {
@@ -167,7 +169,8 @@ bool has_option(std::string_view options, std::string_view name) {
 // whose own root inside the hierarchy is `mount_root`.
 std::string cgroup_directory(const std::string& mount_point, const std::string& mount_root,
                              const std::string& cgroup_path) {
-  if (mount_root == "/" || mount_root.empty()) return host::normalize_path(mount_point + "/" + cgroup_path);
+  if (mount_root == "/" || mount_root.empty())
+    return host::normalize_path(mount_point + "/" + cgroup_path);
   if (cgroup_path == mount_root) return mount_point;
   if (cgroup_path.starts_with(mount_root + "/"))
     return host::normalize_path(mount_point + "/" + cgroup_path.substr(mount_root.size()));
@@ -177,7 +180,8 @@ std::string cgroup_directory(const std::string& mount_point, const std::string& 
 
 // Reads one level's quota; nullopt when the files are absent; sets
 // `readable` when they exist (also for "no quota").
-std::optional<CpuQuota> read_quota_v2(const host::Host& host, const std::string& dir, bool& readable) {
+std::optional<CpuQuota> read_quota_v2(const host::Host& host, const std::string& dir,
+                                      bool& readable) {
   std::string file = host::join_path(dir, "cpu.max");
   std::optional<std::string> text = host.read_file(file, 4096);
   if (!text) return std::nullopt;
@@ -191,7 +195,8 @@ std::optional<CpuQuota> read_quota_v2(const host::Host& host, const std::string&
   return CpuQuota{2, *quota, *period, file};
 }
 
-std::optional<CpuQuota> read_quota_v1(const host::Host& host, const std::string& dir, bool& readable) {
+std::optional<CpuQuota> read_quota_v1(const host::Host& host, const std::string& dir,
+                                      bool& readable) {
   std::string quota_file = host::join_path(dir, "cpu.cfs_quota_us");
   std::optional<std::string> q = host.read_file(quota_file, 4096);
   std::optional<std::string> p = host.read_file(host::join_path(dir, "cpu.cfs_period_us"), 4096);
@@ -205,8 +210,8 @@ std::optional<CpuQuota> read_quota_v1(const host::Host& host, const std::string&
 }
 
 // Walks from `leaf` up to `top` (inclusive) keeping the tightest quota.
-void walk_quotas(const host::Host& host, int version, const std::string& leaf, const std::string& top,
-                 CpuFacts& facts) {
+void walk_quotas(const host::Host& host, int version, const std::string& leaf,
+                 const std::string& top, CpuFacts& facts) {
   std::string dir = leaf;
   for (int depth = 0; depth < 64; depth++) {
     std::optional<CpuQuota> q = version == 2 ? read_quota_v2(host, dir, facts.quota_readable)
@@ -225,7 +230,8 @@ void collect_cgroup_quota(const host::Host& host, CpuFacts& facts) {
   // cgroup v1 with a cpu controller takes precedence: in the "hybrid" layout
   // the cpu controller lives there and the v2 hierarchy has none.
   for (const CgroupLine& l : lines) {
-    if (std::find(l.controllers.begin(), l.controllers.end(), "cpu") == l.controllers.end()) continue;
+    if (std::find(l.controllers.begin(), l.controllers.end(), "cpu") == l.controllers.end())
+      continue;
     std::string mount_point, mount_root = "/";
     for (const MountEntry& m : mounts)
       if (m.fstype == "cgroup" && has_option(m.super_options, "cpu")) {
@@ -236,8 +242,9 @@ void collect_cgroup_quota(const host::Host& host, CpuFacts& facts) {
       // No mount table (a fixture): the conventional directories.
       std::string joined;
       for (const std::string& c : l.controllers) joined += (joined.empty() ? "" : ",") + c;
-      for (std::string candidate : {"/sys/fs/cgroup/" + joined, std::string("/sys/fs/cgroup/cpu,cpuacct"),
-                                    std::string("/sys/fs/cgroup/cpu")})
+      for (std::string candidate :
+           {"/sys/fs/cgroup/" + joined, std::string("/sys/fs/cgroup/cpu,cpuacct"),
+            std::string("/sys/fs/cgroup/cpu")})
         if (host.stat(candidate).kind == host::FileKind::Directory) {
           mount_point = candidate;
           break;
@@ -290,8 +297,8 @@ CpuFacts collect_cpu_facts(const host::Host& host) {
       // (nosmt, maxcpus=, hot-unplug) stay in the mask but are not counted.
       if (f.affinity && f.online) {
         std::vector<u32> active;
-        std::set_intersection(f.affinity->begin(), f.affinity->end(), f.online->begin(), f.online->end(),
-                              std::back_inserter(active));
+        std::set_intersection(f.affinity->begin(), f.affinity->end(), f.online->begin(),
+                              f.online->end(), std::back_inserter(active));
         if (active.size() != f.affinity->size()) {
           f.affinity = std::move(active);
           f.affinity_source = "/proc/self/status ∩ online CPUs";
@@ -345,7 +352,8 @@ std::vector<NumaNode> collect_numa_nodes(const host::Host& host) {
     }
     nodes.push_back(std::move(n));
   }
-  std::sort(nodes.begin(), nodes.end(), [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
   return nodes;
 }
 

@@ -139,14 +139,16 @@ std::optional<u32> single_count(std::string_view v) {
 
 void EnvChecker::check_thread_counts() {
   auto invalid = [&](const std::string& name, const std::string& value, std::string why) {
-    add("ENV001", Severity::Warning, name, value, name + "=\"" + value + "\" is not a thread count: " + why,
+    add("ENV001", Severity::Warning, name, value,
+        name + "=\"" + value + "\" is not a thread count: " + why,
         "Set " + name + " to a positive integer (threads per process), or unset it.");
   };
   if (std::optional<std::string> v = get("OMP_NUM_THREADS")) {
     out_.threads.omp_num_threads = parse_thread_count_list(*v);
     if (!out_.threads.omp_num_threads)
       invalid("OMP_NUM_THREADS", *v,
-              "GNU libgomp prints \"Invalid value for environment variable OMP_NUM_THREADS\" and LLVM/Intel "
+              "GNU libgomp prints \"Invalid value for environment variable OMP_NUM_THREADS\" and "
+              "LLVM/Intel "
               "OpenMP a warning, and both run one thread per CPU instead");
   }
   struct Single {
@@ -155,7 +157,8 @@ void EnvChecker::check_thread_counts() {
     const char* consequence;
   };
   for (const Single& s : {
-           Single{"MKL_NUM_THREADS", &ThreadSettings::mkl_num_threads, "MKL ignores it and uses its default"},
+           Single{"MKL_NUM_THREADS", &ThreadSettings::mkl_num_threads,
+                  "MKL ignores it and uses its default"},
            Single{"OPENBLAS_NUM_THREADS", &ThreadSettings::openblas_num_threads,
                   "OpenBLAS ignores it and starts one thread per CPU"},
            Single{"GOTO_NUM_THREADS", &ThreadSettings::openblas_num_threads,
@@ -195,7 +198,8 @@ bool valid_omp_places(std::string_view v) {
       if (!n || *n == 0) return false;
     }
     std::string l = lower(name);
-    return l == "threads" || l == "cores" || l == "sockets" || l == "ll_caches" || l == "numa_domains";
+    return l == "threads" || l == "cores" || l == "sockets" || l == "ll_caches" ||
+           l == "numa_domains";
   }
   int depth = 0;
   bool saw_number = false;
@@ -204,7 +208,8 @@ bool valid_omp_places(std::string_view v) {
       if (depth++ != 0) return false;
     } else if (c == '}') {
       if (depth-- != 1) return false;
-    } else if (!(is_digit(c) || c == ',' || c == ':' || c == '!' || c == '-' || c == ' ' || c == '\t')) {
+    } else if (!(is_digit(c) || c == ',' || c == ':' || c == '!' || c == '-' || c == ' ' ||
+                 c == '\t')) {
       return false;
     }
     if (is_digit(c)) saw_number = true;
@@ -228,7 +233,8 @@ bool valid_gomp_spincount(std::string_view v) {
   v = trim(v);
   std::string l = lower(v);
   if (l == "infinite" || l == "infinity") return true;
-  if (!v.empty() && std::string_view("kKmMgGtT").find(v.back()) != std::string_view::npos) v.remove_suffix(1);
+  if (!v.empty() && std::string_view("kKmMgGtT").find(v.back()) != std::string_view::npos)
+    v.remove_suffix(1);
   return parse_u64(trim(v)).has_value();
 }
 
@@ -246,9 +252,9 @@ bool valid_kmp_blocktime(std::string_view v) {
 // hold commas, so brackets are kept together.
 bool valid_kmp_affinity(std::string_view v, std::string* bad) {
   static const std::set<std::string_view> words = {
-      "none", "compact", "scatter", "explicit", "balanced", "disabled", "logical", "physical",
-      "verbose", "noverbose", "warnings", "nowarnings", "respect", "norespect", "duplicates",
-      "noduplicates", "dups", "nodups", "reset", "noreset"};
+      "none",       "compact",      "scatter",   "explicit", "balanced",   "disabled", "logical",
+      "physical",   "verbose",      "noverbose", "warnings", "nowarnings", "respect",  "norespect",
+      "duplicates", "noduplicates", "dups",      "nodups",   "reset",      "noreset"};
   std::vector<std::string> tokens;
   std::string cur;
   int depth = 0;
@@ -281,9 +287,11 @@ bool valid_kmp_affinity(std::string_view v, std::string* bad) {
 }
 
 void EnvChecker::check_openmp_settings() {
-  auto invalid = [&](const std::string& name, const std::string& value, const std::string& expected) {
+  auto invalid = [&](const std::string& name, const std::string& value,
+                     const std::string& expected) {
     add("ENV002", Severity::Warning, name, value,
-        name + "=\"" + value + "\" is not a value the OpenMP runtime accepts; it is ignored (expected " + expected +
+        name + "=\"" + value +
+            "\" is not a value the OpenMP runtime accepts; it is ignored (expected " + expected +
             ")",
         "Set " + name + " to " + expected + ", or unset it.");
   };
@@ -299,7 +307,8 @@ void EnvChecker::check_openmp_settings() {
     if (!ok) invalid("OMP_PROC_BIND", *v, "true, false, or a list of primary, close, spread");
   }
   if (std::optional<std::string> v = get("OMP_PLACES"); v && !valid_omp_places(*v))
-    invalid("OMP_PLACES", *v, "threads, cores, sockets, ll_caches, numa_domains (optionally \"(n)\") or {..} lists");
+    invalid("OMP_PLACES", *v,
+            "threads, cores, sockets, ll_caches, numa_domains (optionally \"(n)\") or {..} lists");
   if (std::optional<std::string> v = get("OMP_DYNAMIC"); v && !is_bool_word(*v))
     invalid("OMP_DYNAMIC", *v, "true or false");
   if (std::optional<std::string> v = get("OMP_WAIT_POLICY")) {
@@ -315,21 +324,25 @@ void EnvChecker::check_openmp_settings() {
   if (std::optional<std::string> v = get("KMP_AFFINITY")) {
     std::string bad;
     if (!valid_kmp_affinity(*v, &bad))
-      invalid("KMP_AFFINITY", *v, "a type (compact, scatter, balanced, explicit, none, disabled) with modifiers; \"" +
-                                      bad + "\" is not one");
+      invalid("KMP_AFFINITY", *v,
+              "a type (compact, scatter, balanced, explicit, none, disabled) with modifiers; \"" +
+                  bad + "\" is not one");
   }
   if (std::optional<std::string> v = get("KMP_DUPLICATE_LIB_OK")) {
     // LLVM's __kmp_str_match_true: "1", and prefixes of "true"/"yes", "on",
     // ".true.", "enable", case-insensitive.
     std::string l = lower(trim(*v));
-    bool is_true = !l.empty() && (std::string_view("true").starts_with(l) || std::string_view("yes").starts_with(l) ||
-                                  l == "1" || l == "on" || l == ".true." || l == ".t." || l == "enable");
+    bool is_true = !l.empty() && (std::string_view("true").starts_with(l) ||
+                                  std::string_view("yes").starts_with(l) || l == "1" || l == "on" ||
+                                  l == ".true." || l == ".t." || l == "enable");
     if (is_true)
       add("ENV003", Severity::Warning, "KMP_DUPLICATE_LIB_OK", *v,
           "KMP_DUPLICATE_LIB_OK=" + *v +
-              " silences LLVM/Intel OpenMP's \"Error #15\" check, so two OpenMP runtimes may run in one process "
+              " silences LLVM/Intel OpenMP's \"Error #15\" check, so two OpenMP runtimes may run "
+              "in one process "
               "unnoticed",
-          "Unset KMP_DUPLICATE_LIB_OK and make the packages share one OpenMP runtime (`mldoctor check` lists "
+          "Unset KMP_DUPLICATE_LIB_OK and make the packages share one OpenMP runtime (`mldoctor "
+          "check` lists "
           "them); the variable hides the conflict, it does not resolve it.");
   }
 }
@@ -346,16 +359,19 @@ void EnvChecker::check_mkl() {
                                    : "MKL accepts INTEL, SEQUENTIAL, GNU or TBB (any case)";
       add("ENV004", Severity::Warning, "MKL_THREADING_LAYER", *v,
           "MKL_THREADING_LAYER=\"" + *v + "\" is not a threading layer MKL knows: " + why,
-          "Set MKL_THREADING_LAYER to GNU when torch or another package brings libgomp, to INTEL with Intel's "
+          "Set MKL_THREADING_LAYER to GNU when torch or another package brings libgomp, to INTEL "
+          "with Intel's "
           "libiomp5 only, or SEQUENTIAL for no MKL threads.",
           {"MKL_THREADING_LAYER=GNU"});
     }
   }
   if (std::optional<std::string> v = get("MKL_SERVICE_FORCE_INTEL"))
     add("ENV005", Severity::Warning, "MKL_SERVICE_FORCE_INTEL", *v,
-        "MKL_SERVICE_FORCE_INTEL is set: mkl-service keeps MKL's INTEL threading layer even when GNU libgomp is "
+        "MKL_SERVICE_FORCE_INTEL is set: mkl-service keeps MKL's INTEL threading layer even when "
+        "GNU libgomp is "
         "already loaded, instead of stopping the process",
-        "Unset MKL_SERVICE_FORCE_INTEL and set MKL_THREADING_LAYER=GNU, so MKL uses the libgomp that is loaded.",
+        "Unset MKL_SERVICE_FORCE_INTEL and set MKL_THREADING_LAYER=GNU, so MKL uses the libgomp "
+        "that is loaded.",
         {"MKL_THREADING_LAYER=GNU"});
 }
 
@@ -370,7 +386,8 @@ void EnvChecker::check_numba() {
       add("ENV006", Severity::Error, "NUMBA_THREADING_LAYER", *v,
           "NUMBA_THREADING_LAYER=\"" + *v +
               "\" is not a numba threading layer: the first parallel function raises ValueError",
-          "Set NUMBA_THREADING_LAYER to one of default, safe, threadsafe, forksafe, tbb, omp, workqueue.");
+          "Set NUMBA_THREADING_LAYER to one of default, safe, threadsafe, forksafe, tbb, omp, "
+          "workqueue.");
   }
 }
 
@@ -379,9 +396,11 @@ void EnvChecker::check_openblas() {
     std::string l = lower(trim(*v));
     if (!known_openblas_cores().count(l))
       add("ENV007", Severity::Warning, "OPENBLAS_CORETYPE", *v,
-          "OPENBLAS_CORETYPE=\"" + *v + "\" names no OpenBLAS core: OpenBLAS prints \"Core not found\" and picks "
-          "the kernels from CPU detection",
-          "Set OPENBLAS_CORETYPE to a core name OpenBLAS knows (Haswell, SkylakeX, Zen, NeoverseN1, ...), or unset "
+          "OPENBLAS_CORETYPE=\"" + *v +
+              "\" names no OpenBLAS core: OpenBLAS prints \"Core not found\" and picks "
+              "the kernels from CPU detection",
+          "Set OPENBLAS_CORETYPE to a core name OpenBLAS knows (Haswell, SkylakeX, Zen, "
+          "NeoverseN1, ...), or unset "
           "it to let OpenBLAS detect the CPU.");
   }
 }
@@ -391,9 +410,10 @@ void EnvChecker::check_torch() {
   if (!v) return;
   // torch.utils.cpp_extension._get_cuda_arch_flags: blanks become ';', named
   // architectures are expanded, then every ';' element must be an arch.
-  static const std::set<std::string_view> named = {"Kepler+Tesla", "Kepler", "Maxwell+Tegra", "Maxwell",
-                                                   "Pascal", "Volta+Tegra", "Volta", "Turing", "Ampere+Tegra",
-                                                   "Ampere", "Ada", "Hopper", "Blackwell+Tegra", "Blackwell"};
+  static const std::set<std::string_view> named = {
+      "Kepler+Tesla", "Kepler", "Maxwell+Tegra",   "Maxwell",      "Pascal",
+      "Volta+Tegra",  "Volta",  "Turing",          "Ampere+Tegra", "Ampere",
+      "Ada",          "Hopper", "Blackwell+Tegra", "Blackwell"};
   if (v->empty()) return;  // torch treats an empty value as unset
   std::string s = *v;
   std::replace(s.begin(), s.end(), ' ', ';');
@@ -404,7 +424,8 @@ void EnvChecker::check_torch() {
     if (a.ends_with("+PTX")) a.remove_suffix(4);
     if (!a.empty() && (a.back() == 'a' || a.back() == 'f')) a.remove_suffix(1);
     size_t dot = a.find('.');
-    bool ok = dot != std::string_view::npos && parse_u64(a.substr(0, dot)) && parse_u64(a.substr(dot + 1));
+    bool ok = dot != std::string_view::npos && parse_u64(a.substr(0, dot)) &&
+              parse_u64(a.substr(dot + 1));
     if (!ok) bad.push_back(e.empty() ? "(empty element)" : "\"" + std::string(e) + "\"");
   }
   if (bad.empty()) return;
@@ -413,7 +434,8 @@ void EnvChecker::check_torch() {
   add("ENV008", Severity::Error, "TORCH_CUDA_ARCH_LIST", *v,
       "TORCH_CUDA_ARCH_LIST=\"" + *v + "\" has elements torch cannot read: " + list +
           "; building a CUDA extension raises \"Unknown CUDA arch\"",
-      "Write TORCH_CUDA_ARCH_LIST as capabilities separated by one ';' or one blank, each \"X.Y\" optionally "
+      "Write TORCH_CUDA_ARCH_LIST as capabilities separated by one ';' or one blank, each \"X.Y\" "
+      "optionally "
       "followed by \"+PTX\" (\"8.0;9.0+PTX\"), with no leading, trailing or doubled separators.");
 }
 
@@ -432,15 +454,16 @@ void EnvChecker::check_cuda_visible_devices() {
   std::string_view stop = trim(*d.stopped_at);
   // "-1", "" and Slurm's "NoDevFiles" are the usual ways to hide every GPU.
   bool deliberate_hide = d.devices.empty() &&
-                         (trim(*v).empty() || stop == "NoDevFiles" || (stop.starts_with("-") && stop.size() > 1 &&
-                                                                        parse_u64(stop.substr(1))));
+                         (trim(*v).empty() || stop == "NoDevFiles" ||
+                          (stop.starts_with("-") && stop.size() > 1 && parse_u64(stop.substr(1))));
   if (deliberate_hide) return;
   std::string visible = d.devices.empty() ? std::string("no GPU") : "only ";
   for (size_t i = 0; i < d.devices.size(); i++) visible += (i ? "," : "") + d.devices[i];
   add("ENV010", Severity::Warning, "CUDA_VISIBLE_DEVICES", *v,
       "CUDA_VISIBLE_DEVICES stops at the invalid entry \"" + std::string(stop) + "\": " + visible +
           " stays visible",
-      "Write CUDA_VISIBLE_DEVICES as comma-separated indices (0,1), or GPU UUIDs (GPU-...), or MIG UUIDs (MIG-...), "
+      "Write CUDA_VISIBLE_DEVICES as comma-separated indices (0,1), or GPU UUIDs (GPU-...), or MIG "
+      "UUIDs (MIG-...), "
       "one kind only, without blanks or empty entries.");
 }
 
@@ -470,14 +493,16 @@ void EnvChecker::check_loader_paths() {
         add("ENV011", Severity::Warning, "LD_LIBRARY_PATH", *v,
             "LD_LIBRARY_PATH searches relative to the current directory: " + list +
                 "; which libraries load then depends on where the job starts",
-            "Remove empty elements (leading, trailing or doubled ':') and make every element an absolute path.");
+            "Remove empty elements (leading, trailing or doubled ':') and make every element an "
+            "absolute path.");
       }
       if (!missing.empty()) {
         std::string list;
         for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
         add("ENV012", Severity::Info, "LD_LIBRARY_PATH", *v,
             "LD_LIBRARY_PATH names directories that do not exist: " + list,
-            "Remove the directories that do not exist from LD_LIBRARY_PATH (often left from another CUDA or "
+            "Remove the directories that do not exist from LD_LIBRARY_PATH (often left from "
+            "another CUDA or "
             "conda installation).");
       }
     }
@@ -529,7 +554,8 @@ void EnvChecker::check_glibc_tunables() {
   for (const std::string& pr : problems) list += (list.empty() ? "" : "; ") + pr;
   add("ENV014", Severity::Warning, "GLIBC_TUNABLES", *v,
       "GLIBC_TUNABLES has entries glibc ignores silently: " + list,
-      "Write GLIBC_TUNABLES as colon-separated glibc.<namespace>.<name>=<value> items; `ld.so --list-tunables` "
+      "Write GLIBC_TUNABLES as colon-separated glibc.<namespace>.<name>=<value> items; `ld.so "
+      "--list-tunables` "
       "(glibc 2.33 and later) prints the names this glibc knows.");
 }
 
@@ -539,7 +565,8 @@ void EnvChecker::check_nccl() {
     if (u != "VERSION" && u != "WARN" && u != "INFO" && u != "ABORT" && u != "TRACE")
       add("ENV015", Severity::Warning, "NCCL_DEBUG", *v,
           "NCCL_DEBUG=\"" + *v + "\" is not an NCCL debug level: NCCL prints nothing",
-          "Set NCCL_DEBUG to VERSION, WARN, INFO, ABORT or TRACE (INFO for a hang or a failed init).",
+          "Set NCCL_DEBUG to VERSION, WARN, INFO, ABORT or TRACE (INFO for a hang or a failed "
+          "init).",
           {"NCCL_DEBUG=INFO"});
   }
 }

@@ -7,10 +7,9 @@
 // DataLoader workers and NCCL's SHM transport, a locked-memory limit below
 // "unlimited" beside RDMA devices (NCCL's InfiniBand transport registers its
 // buffers), and a low open-file limit under DataLoader's fd passing.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "hostfacts/hostfacts-internal.h"
 #include "hostfacts/hostfacts.h"
@@ -61,16 +60,22 @@ std::vector<Finding> host_findings(const HostFacts& h) {
     f.rule = "HOST001";
     f.severity = Severity::Warning;
     f.subject = "/dev/shm";
-    f.message = "/dev/shm holds only " + human_bytes(*h.shm.size_bytes) +
-                ": DataLoader workers and NCCL's shared-memory transport fail with \"Bus error\" or "
-                "\"No space left on device\" once it fills";
-    f.evidence.push_back({"/dev/shm size " + human_bytes(*h.shm.size_bytes) +
-                              (h.shm.free_bytes ? ", " + human_bytes(*h.shm.free_bytes) + " free" : std::string()),
-                          h.shm.source, std::nullopt, false});
+    f.message =
+        "/dev/shm holds only " + human_bytes(*h.shm.size_bytes) +
+        ": DataLoader workers and NCCL's shared-memory transport fail with \"Bus error\" or "
+        "\"No space left on device\" once it fills";
+    f.evidence.push_back(
+        {"/dev/shm size " + human_bytes(*h.shm.size_bytes) +
+             (h.shm.free_bytes ? ", " + human_bytes(*h.shm.free_bytes) + " free" : std::string()),
+         h.shm.source, std::nullopt, false});
     if (h.container.detected)
-      f.evidence.push_back({"running in a container (" + h.container.kind + ")", "", std::nullopt, false});
-    f.fix = "Give /dev/shm several GiB: `docker run --shm-size=16g` (or `--ipc=host`); on Kubernetes mount an "
-            "emptyDir with `medium: Memory` at /dev/shm; on a host `mount -o remount,size=16G /dev/shm`.";
+      f.evidence.push_back(
+          {"running in a container (" + h.container.kind + ")", "", std::nullopt, false});
+    f.fix =
+        "Give /dev/shm several GiB: `docker run --shm-size=16g` (or `--ipc=host`); on Kubernetes "
+        "mount an "
+        "emptyDir with `medium: Memory` at /dev/shm; on a host `mount -o remount,size=16G "
+        "/dev/shm`.";
     out.push_back(std::move(f));
   }
   const ResourceLimit& ml = h.limits.memlock;
@@ -81,14 +86,19 @@ std::vector<Finding> host_findings(const HostFacts& h) {
     f.rule = "HOST002";
     f.severity = Severity::Warning;
     f.subject = "RLIMIT_MEMLOCK";
-    f.message = "locked-memory limit is " + human_bytes(ml.soft) + " while RDMA devices are present (" + devices +
+    f.message = "locked-memory limit is " + human_bytes(ml.soft) +
+                " while RDMA devices are present (" + devices +
                 "): NCCL's InfiniBand transport cannot register its buffers";
-    f.evidence.push_back({"memlock soft " + limit_text(ml.soft) + ", hard " + limit_text(ml.hard) + " bytes", ml.source,
-                          std::nullopt, false});
-    f.evidence.push_back({"RDMA devices: " + devices, "/sys/class/infiniband", std::nullopt, false});
-    f.fix = "Raise the limit to unlimited for the job: `ulimit -l unlimited` (needs the hard limit: "
-            "/etc/security/limits.conf `* - memlock unlimited`); Docker `--ulimit memlock=-1:-1`; Slurm "
-            "propagates the submitting shell's limit.";
+    f.evidence.push_back(
+        {"memlock soft " + limit_text(ml.soft) + ", hard " + limit_text(ml.hard) + " bytes",
+         ml.source, std::nullopt, false});
+    f.evidence.push_back(
+        {"RDMA devices: " + devices, "/sys/class/infiniband", std::nullopt, false});
+    f.fix =
+        "Raise the limit to unlimited for the job: `ulimit -l unlimited` (needs the hard limit: "
+        "/etc/security/limits.conf `* - memlock unlimited`); Docker `--ulimit memlock=-1:-1`; "
+        "Slurm "
+        "propagates the submitting shell's limit.";
     out.push_back(std::move(f));
   }
   const ResourceLimit& nf = h.limits.nofile;
@@ -98,13 +108,16 @@ std::vector<Finding> host_findings(const HostFacts& h) {
     f.severity = Severity::Info;
     f.subject = "RLIMIT_NOFILE";
     f.message = "open-file limit is " + limit_text(nf.soft) +
-                ": DataLoader workers passing tensors by file descriptor can fail with \"Too many open files\" "
+                ": DataLoader workers passing tensors by file descriptor can fail with \"Too many "
+                "open files\" "
                 "or \"received 0 items of ancdata\"";
-    f.evidence.push_back({"nofile soft " + limit_text(nf.soft) + ", hard " + limit_text(nf.hard), nf.source,
-                          std::nullopt, false});
-    f.fix = nf.hard > nf.soft ? "Raise the soft limit up to the hard limit: `ulimit -n " + limit_text(nf.hard) + "`."
-                              : "Raise the hard limit (/etc/security/limits.conf, `docker --ulimit nofile=65536`), "
-                                "or use torch.multiprocessing.set_sharing_strategy('file_system').";
+    f.evidence.push_back({"nofile soft " + limit_text(nf.soft) + ", hard " + limit_text(nf.hard),
+                          nf.source, std::nullopt, false});
+    f.fix =
+        nf.hard > nf.soft
+            ? "Raise the soft limit up to the hard limit: `ulimit -n " + limit_text(nf.hard) + "`."
+            : "Raise the hard limit (/etc/security/limits.conf, `docker --ulimit nofile=65536`), "
+              "or use torch.multiprocessing.set_sharing_strategy('file_system').";
     out.push_back(std::move(f));
   }
   return out;
@@ -118,8 +131,8 @@ void emit_findings(const Facts& facts, FindingSink& sink) {
     if (f.rule == "ENV001" && per_rank && f.env_fix.empty()) {
       f.env_fix.push_back(f.subject + "=" + std::to_string(*per_rank));
       f.fix += " On this node: " + std::to_string(*facts.host.cpu.usable) + " usable CPUs / " +
-               std::to_string(facts.host.ranks_per_node.count.value_or(1)) + " rank(s) = " +
-               std::to_string(*per_rank) + ".";
+               std::to_string(facts.host.ranks_per_node.count.value_or(1)) +
+               " rank(s) = " + std::to_string(*per_rank) + ".";
     }
     sink.add(std::move(f));
   }
@@ -142,13 +155,19 @@ json opt(const std::optional<u32>& v) { return v ? json(*v) : json(nullptr); }
 
 json opt(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 
-json cpu_list(const std::optional<std::vector<u32>>& v) { return v ? json(format_cpu_list(*v)) : json(nullptr); }
+json cpu_list(const std::optional<std::vector<u32>>& v) {
+  return v ? json(format_cpu_list(*v)) : json(nullptr);
+}
 
-json cpu_count(const std::optional<std::vector<u32>>& v) { return v ? json(v->size()) : json(nullptr); }
+json cpu_count(const std::optional<std::vector<u32>>& v) {
+  return v ? json(v->size()) : json(nullptr);
+}
 
 json limit(const ResourceLimit& l) {
   if (!l.known) return nullptr;
-  return {{"soft", opt(std::optional<u64>(l.soft))}, {"hard", opt(std::optional<u64>(l.hard))}, {"source", l.source}};
+  return {{"soft", opt(std::optional<u64>(l.soft))},
+          {"hard", opt(std::optional<u64>(l.hard))},
+          {"source", l.source}};
 }
 
 }  // namespace
@@ -187,18 +206,26 @@ void to_json(json& j, const HostFacts& f) {
         {"usable", opt(f.cpu.usable)},
         {"usable_basis", f.cpu.usable ? json(f.cpu.usable_basis) : json(nullptr)}}},
       {"numa_nodes", numa},
-      {"memory", {{"total_bytes", opt(f.memory.total_bytes)}, {"available_bytes", opt(f.memory.available_bytes)}}},
+      {"memory",
+       {{"total_bytes", opt(f.memory.total_bytes)},
+        {"available_bytes", opt(f.memory.available_bytes)}}},
       {"shm",
        {{"present", f.shm.present},
         {"size_bytes", opt(f.shm.size_bytes)},
         {"free_bytes", opt(f.shm.free_bytes)},
         {"source", f.shm.source}}},
-      {"limits", {{"memlock", limit(f.limits.memlock)}, {"nofile", limit(f.limits.nofile)}, {"nproc", limit(f.limits.nproc)}}},
+      {"limits",
+       {{"memlock", limit(f.limits.memlock)},
+        {"nofile", limit(f.limits.nofile)},
+        {"nproc", limit(f.limits.nproc)}}},
       {"kernel_release", opt(f.kernel_release)},
       {"hostname", opt(f.hostname)},
       {"boot_id", opt(f.boot_id)},
       {"glibc_version", opt(f.glibc_version)},
-      {"container", {{"detected", f.container.detected}, {"kind", f.container.kind}, {"markers", f.container.markers}}},
+      {"container",
+       {{"detected", f.container.detected},
+        {"kind", f.container.kind},
+        {"markers", f.container.markers}}},
       {"ranks_per_node",
        {{"count", opt(f.ranks_per_node.count)},
         {"source", f.ranks_per_node.count ? json(f.ranks_per_node.source) : json(nullptr)},

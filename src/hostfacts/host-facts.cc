@@ -27,8 +27,10 @@ MemoryFacts collect_memory(const host::Host& host) {
   MemoryFacts m;
   std::optional<std::string> text = host.read_file("/proc/meminfo", 1 << 16);
   if (!text) return m;
-  if (std::optional<std::string_view> v = field_of(*text, "MemTotal")) m.total_bytes = parse_kb_value(*v);
-  if (std::optional<std::string_view> v = field_of(*text, "MemAvailable")) m.available_bytes = parse_kb_value(*v);
+  if (std::optional<std::string_view> v = field_of(*text, "MemTotal"))
+    m.total_bytes = parse_kb_value(*v);
+  if (std::optional<std::string_view> v = field_of(*text, "MemAvailable"))
+    m.available_bytes = parse_kb_value(*v);
   return m;
 }
 
@@ -44,10 +46,14 @@ std::optional<u64> parse_tmpfs_size(std::string_view v, const MemoryFacts& mem) 
   }
   u64 mul = 1;
   switch (suffix) {
-    case 'k': case 'K': mul = u64{1} << 10; break;
-    case 'm': case 'M': mul = u64{1} << 20; break;
-    case 'g': case 'G': mul = u64{1} << 30; break;
-    case 't': case 'T': mul = u64{1} << 40; break;
+    case 'k':
+    case 'K': mul = u64{1} << 10; break;
+    case 'm':
+    case 'M': mul = u64{1} << 20; break;
+    case 'g':
+    case 'G': mul = u64{1} << 30; break;
+    case 't':
+    case 'T': mul = u64{1} << 40; break;
     default: break;
   }
   std::optional<u64> n = parse_u64(mul == 1 ? v : v.substr(0, v.size() - 1));
@@ -184,7 +190,8 @@ ContainerFacts collect_container(const host::Host& host) {
     for (std::string_view line : lines_of(*cg)) {
       bool hit = false;
       if (line.find("kubepods") != std::string_view::npos) kubernetes = hit = true;
-      if (line.find("/docker") != std::string_view::npos || line.find("docker-") != std::string_view::npos)
+      if (line.find("/docker") != std::string_view::npos ||
+          line.find("docker-") != std::string_view::npos)
         docker = hit = true;
       if (line.find("libpod") != std::string_view::npos) podman = hit = true;
       if (line.find("/lxc") != std::string_view::npos) lxc = hit = true;
@@ -206,7 +213,12 @@ ContainerFacts collect_container(const host::Host& host) {
     kubernetes = true;
   }
   c.detected = !c.markers.empty();
-  c.kind = kubernetes ? "kubernetes" : podman ? "podman" : docker ? "docker" : lxc ? "lxc" : c.detected ? "container" : "";
+  c.kind = kubernetes   ? "kubernetes"
+           : podman     ? "podman"
+           : docker     ? "docker"
+           : lxc        ? "lxc"
+           : c.detected ? "container"
+                        : "";
   return c;
 }
 
@@ -234,7 +246,8 @@ RanksPerNode collect_ranks_per_node(const host::Host& host, const CollectOptions
         // This node's entry when SLURM_NODEID says which; else a uniform
         // value; else the largest (the tightest budget).
         std::optional<u64> node_id;
-        if (std::optional<std::string> id = host.getenv("SLURM_NODEID")) node_id = parse_u64(trim(*id));
+        if (std::optional<std::string> id = host.getenv("SLURM_NODEID"))
+          node_id = parse_u64(trim(*id));
         if (node_id && *node_id < per_node->size())
           count = (*per_node)[*node_id];
         else if (!per_node->empty())
@@ -281,7 +294,6 @@ std::optional<std::vector<u32>> parse_slurm_tasks_per_node(std::string_view text
 
 namespace {
 
-
 // What collect_env reports about the GPUs, from the NVIDIA kernel module
 // alone (no driver library is loaded): its version and each GPU's model.
 void collect_gpus(const host::Host& host, HostFacts& f) {
@@ -298,8 +310,10 @@ void collect_gpus(const host::Host& host, HostFacts& f) {
   if (!gpus) return;
   std::sort(gpus->begin(), gpus->end());
   for (const std::string& bus : *gpus) {
-    std::optional<std::string> info = host.read_file("/proc/driver/nvidia/gpus/" + bus + "/information", 1 << 16);
-    f.gpus.push_back(info ? line_field(*info, "Model", ':').value_or("unknown model") : "unknown model");
+    std::optional<std::string> info =
+        host.read_file("/proc/driver/nvidia/gpus/" + bus + "/information", 1 << 16);
+    f.gpus.push_back(info ? line_field(*info, "Model", ':').value_or("unknown model")
+                          : "unknown model");
   }
 }
 
@@ -312,8 +326,9 @@ std::optional<std::string> filesystem_of(const host::Host& host, std::string_vie
   const detail::MountEntry* best = nullptr;
   for (const detail::MountEntry& m : mounts) {
     const std::string& mp = m.mount_point;
-    const bool under = mp == "/" || path == mp ||
-                       (path.size() > mp.size() && path.substr(0, mp.size()) == mp && path[mp.size()] == '/');
+    const bool under =
+        mp == "/" || path == mp ||
+        (path.size() > mp.size() && path.substr(0, mp.size()) == mp && path[mp.size()] == '/');
     // Later entries of the same mount point are mounted over earlier ones.
     if (under && (!best || mp.size() >= best->mount_point.size())) best = &m;
   }
@@ -333,14 +348,15 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
     if (!t.empty()) f.kernel_release = std::string(t);
   }
   for (auto [file, field] : {std::pair{"/proc/sys/kernel/hostname", &f.hostname},
-                              std::pair{"/proc/sys/kernel/random/boot_id", &f.boot_id}})
+                             std::pair{"/proc/sys/kernel/random/boot_id", &f.boot_id}})
     if (std::optional<std::string> text = host.read_file(file, 4096)) {
       std::string_view t = trim(*text);
       if (!t.empty()) *field = std::string(t);
     }
   f.container = collect_container(host);
   f.ranks_per_node = collect_ranks_per_node(host, options);
-  if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband")) f.rdma_devices = *ib;
+  if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband"))
+    f.rdma_devices = *ib;
   if (std::optional<std::string> os = host.read_file("/etc/os-release", 1 << 16))
     f.os_name = line_field(*os, "PRETTY_NAME", '=');
   if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4 << 20))

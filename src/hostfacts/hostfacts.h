@@ -28,8 +28,8 @@ namespace mld::hostfacts {
 inline constexpr u64 kUnlimited = ~u64{0};
 
 // Thresholds of the host findings (documented in rules/HOST00*.toml).
-inline constexpr u64 kSmallShmBytes = u64{1} << 30;     // HOST001: /dev/shm below 1 GiB
-inline constexpr u64 kLowNofile = 4096;                 // HOST003: soft RLIMIT_NOFILE below this
+inline constexpr u64 kSmallShmBytes = u64{1} << 30;  // HOST001: /dev/shm below 1 GiB
+inline constexpr u64 kLowNofile = 4096;              // HOST003: soft RLIMIT_NOFILE below this
 
 // cpu-facts.cc ///////////////////////////////////////////////////////////////
 
@@ -57,11 +57,11 @@ struct CpuFacts {
   // Cpus_allowed_list of /proc/self/status within the online CPUs: what
   // sched_getaffinity(2) returns (the kernel drops inactive CPUs).
   std::optional<std::vector<u32>> affinity;
-  std::string affinity_source;               // the file it came from
-  int cgroup_version = 0;     // of the cpu controller: 1, 2, or 0 when unknown
-  std::string cgroup_path;    // the process's cgroup in that hierarchy ("/docker/abc")
-  std::string cgroup_dir;     // the directory it maps to ("/sys/fs/cgroup/docker/abc")
-  bool quota_readable = false;  // some quota file was read: "no quota" is then a fact
+  std::string affinity_source;    // the file it came from
+  int cgroup_version = 0;         // of the cpu controller: 1, 2, or 0 when unknown
+  std::string cgroup_path;        // the process's cgroup in that hierarchy ("/docker/abc")
+  std::string cgroup_dir;         // the directory it maps to ("/sys/fs/cgroup/docker/abc")
+  bool quota_readable = false;    // some quota file was read: "no quota" is then a fact
   std::optional<CpuQuota> quota;  // the tightest quota from the leaf up, nullopt = none/unknown
   // min(affinity count, ceil(quota)); the affinity count falls back to the
   // online count. nullopt when neither is known.
@@ -100,7 +100,7 @@ struct CpuinfoCounts {
   // /proc/cpuinfo lists them (offline ones too); later ones only listed ones
   // (`processors` and `cores`).
   std::optional<u32> arm_unlisted_processors;
-  std::vector<std::string> steps; // how the counts were reached, for the report
+  std::vector<std::string> steps;  // how the counts were reached, for the report
 };
 
 // "x86_64" or "aarch64" for the analysed machine (the build's architecture
@@ -110,13 +110,13 @@ std::string analysed_architecture(const host::Host& host);
 // Everything cpuinfo reads on Linux, as text (nullopt: unreadable), so the
 // model is a pure function of it (and fuzzable).
 struct CpuinfoInputs {
-  std::string arch;                        // analysed_architecture()
-  std::optional<host::CpuidDump> cpuid;    // x86: the leaves of the CPU cpuinfo runs on
-  std::string cpuid_missing;               // why there is none
-  std::optional<std::string> kernel_max;   // /sys/devices/system/cpu/kernel_max
-  std::optional<std::string> possible;     // .../possible
-  std::optional<std::string> present;      // .../present
-  std::optional<std::string> proc_cpuinfo; // /proc/cpuinfo
+  std::string arch;                         // analysed_architecture()
+  std::optional<host::CpuidDump> cpuid;     // x86: the leaves of the CPU cpuinfo runs on
+  std::string cpuid_missing;                // why there is none
+  std::optional<std::string> kernel_max;    // /sys/devices/system/cpu/kernel_max
+  std::optional<std::string> possible;      // .../possible
+  std::optional<std::string> present;       // .../present
+  std::optional<std::string> proc_cpuinfo;  // /proc/cpuinfo
 };
 CpuinfoInputs read_cpuinfo_inputs(const host::Host& host, const std::string& arch);
 CpuinfoCounts count_cpuinfo(const CpuinfoInputs& inputs);
@@ -130,10 +130,10 @@ struct MemoryFacts {
 };
 
 struct ShmFacts {
-  bool present = false;             // /dev/shm exists or is mounted
-  std::optional<u64> size_bytes;    // kUnlimited for a tmpfs without a size limit
-  std::optional<u64> free_bytes;    // only where statvfs applies
-  std::string source;               // "statvfs", "/proc/self/mountinfo size=65536k", ...
+  bool present = false;           // /dev/shm exists or is mounted
+  std::optional<u64> size_bytes;  // kUnlimited for a tmpfs without a size limit
+  std::optional<u64> free_bytes;  // only where statvfs applies
+  std::string source;             // "statvfs", "/proc/self/mountinfo size=65536k", ...
 };
 
 struct ResourceLimit {
@@ -243,9 +243,9 @@ struct ThreadSettings {
 // device.
 struct CudaVisibleDevices {
   std::string raw;
-  std::vector<std::string> devices;        // what stays visible, in order
-  std::optional<std::string> stopped_at;   // the entry parsing stopped at
-  std::optional<std::string> duplicate;    // a repeated entry (then devices is empty)
+  std::vector<std::string> devices;       // what stays visible, in order
+  std::optional<std::string> stopped_at;  // the entry parsing stopped at
+  std::optional<std::string> duplicate;   // a repeated entry (then devices is empty)
 };
 CudaVisibleDevices parse_cuda_visible_devices(std::string_view text);
 

@@ -12,6 +12,10 @@
 // A lock is held when a live process has it open (/proc/*/fd), since
 // FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
 // only poll os.path.exists and hold nothing.
+#include "jit/jit.h"
+
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -19,19 +23,17 @@
 #include <map>
 #include <set>
 
-#include <cxxabi.h>
-
 #include "hostfacts/hostfacts.h"
-#include "jit/jit.h"
 #include "loader/loader.h"
 
 namespace mld::jit {
 
 namespace {
 
-const char* const kNetworkFilesystems[] = {"nfs",  "nfs4",      "lustre", "gpfs",      "cifs",  "smb3",
-                                           "smbfs", "beegfs",   "ceph",   "glusterfs", "fuse.glusterfs",
-                                           "fuse.sshfs", "panfs", "wekafs", "9p",       "afs",   "fuse.s3fs"};
+const char* const kNetworkFilesystems[] = {
+    "nfs",   "nfs4",   "lustre", "gpfs",      "cifs",           "smb3",
+    "smbfs", "beegfs", "ceph",   "glusterfs", "fuse.glusterfs", "fuse.sshfs",
+    "panfs", "wekafs", "9p",     "afs",       "fuse.s3fs"};
 
 bool is_network_fs(const std::string& fstype) {
   return std::find(std::begin(kNetworkFilesystems), std::end(kNetworkFilesystems), fstype) !=
@@ -61,7 +63,8 @@ void add_extension(const host::Host& host, const std::string& dir, const BuildRo
   e.root = root.path;
   e.root_kind = root.kind;
   e.tag = std::move(tag);
-  e.has_build_ninja = host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
+  e.has_build_ninja =
+      host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
   const std::string module = host::join_path(dir, e.name + ".so");
   if (host.stat(module).kind == host::FileKind::Regular) e.module = module;
   const std::string lock = host::join_path(dir, "lock");
@@ -88,8 +91,8 @@ bool looks_like_build_dir(const host::Host& host, const std::string& dir) {
 }
 
 bool looks_like_tag(const std::string& name) {
-  return name.size() > 3 && name.starts_with("py") && std::isdigit(static_cast<unsigned char>(name[2])) &&
-         name.find('_') != std::string::npos;
+  return name.size() > 3 && name.starts_with("py") &&
+         std::isdigit(static_cast<unsigned char>(name[2])) && name.find('_') != std::string::npos;
 }
 
 // The extensions of one root: `flat` roots hold build directories directly;
@@ -111,7 +114,8 @@ void scan_root(const host::Host& host, const BuildRoot& root, std::vector<Extens
       std::sort(inner->begin(), inner->end());
       for (const std::string& ext : *inner) {
         const std::string edir = host::join_path(dir, ext);
-        if (!host.lstat(edir).symlink && is_dir(host, edir)) add_extension(host, edir, root, name, out);
+        if (!host.lstat(edir).symlink && is_dir(host, edir))
+          add_extension(host, edir, root, name, out);
       }
     } else {
       add_extension(host, dir, root, std::nullopt, out);
@@ -128,14 +132,17 @@ std::vector<BuildRoot> find_roots(const host::Host& host, const JitOptions& o) {
     roots.push_back({p, kind});
   };
   for (const std::string& p : o.paths) add(p, "--path");
-  if (std::optional<std::string> d = host.getenv("TORCH_EXTENSIONS_DIR")) add(*d, "TORCH_EXTENSIONS_DIR");
+  if (std::optional<std::string> d = host.getenv("TORCH_EXTENSIONS_DIR"))
+    add(*d, "TORCH_EXTENSIONS_DIR");
   // torch._appdirs.user_cache_dir: $XDG_CACHE_HOME, else ~/.cache.
   std::optional<std::string> cache = host.getenv("XDG_CACHE_HOME");
   if (!cache || cache->empty() || (*cache)[0] != '/') {
-    if (std::optional<std::string> home = host.getenv("HOME")) cache = host::join_path(*home, ".cache");
+    if (std::optional<std::string> home = host.getenv("HOME"))
+      cache = host::join_path(*home, ".cache");
   }
   if (cache) add(host::join_path(*cache, "torch_extensions"), "torch_extensions cache");
-  if (!o.cwd.empty()) add(host::join_path(o.cwd, "megatron/fused_kernels/build"), "megatron fused_kernels");
+  if (!o.cwd.empty())
+    add(host::join_path(o.cwd, "megatron/fused_kernels/build"), "megatron fused_kernels");
   return roots;
 }
 
@@ -157,7 +164,9 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
   }
   bool complete = true;
   for (const std::string& pid : *procs) {
-    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    if (pid.empty() ||
+        !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     (*scanned)++;
     const std::string fd_dir = "/proc/" + pid + "/fd";
     std::optional<std::vector<std::string>> fds = host.list_dir(fd_dir);
@@ -173,7 +182,9 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
       if (it == by_path.end()) continue;
       LockState& l = *it->second;
       const u32 p = static_cast<u32>(std::stoul(pid));
-      if (std::any_of(l.holders.begin(), l.holders.end(), [&](const LockHolder& h) { return h.pid == p; })) continue;
+      if (std::any_of(l.holders.begin(), l.holders.end(),
+                      [&](const LockHolder& h) { return h.pid == p; }))
+        continue;
       std::string comm(trim(host.read_file("/proc/" + pid + "/comm", 256).value_or("")));
       l.holders.push_back({p, comm});
     }
@@ -210,17 +221,20 @@ Toolchain find_toolchain(const host::Host& host) {
     if (host.stat(nvcc).kind == host::FileKind::Regular) t.nvcc = nvcc;
     // The toolkit's own headers: `#define CUDA_VERSION 13000` (what nvcc
     // compiles against; nvcc --version reports the same release).
-    for (const char* h : {"include/cuda.h", "targets/x86_64-linux/include/cuda.h", "targets/sbsa-linux/include/cuda.h"}) {
+    for (const char* h : {"include/cuda.h", "targets/x86_64-linux/include/cuda.h",
+                          "targets/sbsa-linux/include/cuda.h"}) {
       std::optional<std::string> text = host.read_file(host::join_path(*t.cuda_home, h), 1 << 20);
       if (!text) continue;
       size_t at = text->find("#define CUDA_VERSION ");
       if (at == std::string::npos) continue;
       unsigned long v = std::strtoul(text->c_str() + at + 21, nullptr, 10);
-      if (v >= 1000) t.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+      if (v >= 1000)
+        t.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
       break;
     }
     // crt/host_config.h: "#if __GNUC__ > 15" guards "unsupported GNU version!".
-    for (const char* h : {"include/crt/host_config.h", "targets/x86_64-linux/include/crt/host_config.h"}) {
+    for (const char* h :
+         {"include/crt/host_config.h", "targets/x86_64-linux/include/crt/host_config.h"}) {
       std::optional<std::string> text = host.read_file(host::join_path(*t.cuda_home, h), 1 << 20);
       if (!text) continue;
       size_t err = text->find("unsupported GNU version");
@@ -238,7 +252,8 @@ Toolchain find_toolchain(const host::Host& host) {
     std::string base = real.substr(real.rfind('/') + 1);
     size_t dash = base.rfind('-');
     if (dash != std::string::npos && dash + 1 < base.size() &&
-        std::all_of(base.begin() + dash + 1, base.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        std::all_of(base.begin() + dash + 1, base.end(),
+                    [](char c) { return c >= '0' && c <= '9'; }))
       t.gcc_major = std::atoi(base.c_str() + dash + 1);
   }
   return t;
@@ -258,8 +273,10 @@ void lock_findings(const JitReport& r, FindingSink& sink) {
     const LockState& l = *e.lock;
     Finding f;
     f.subject = l.path;
-    f.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
-    f.evidence.push_back({"lock " + age_text(l.age_seconds) + (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
+    f.evidence.push_back(
+        {"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+    f.evidence.push_back({"lock " + age_text(l.age_seconds) +
+                              (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
                               (l.symlink ? ", a symbolic link" : ""),
                           "", std::nullopt});
     if (!l.holders.empty()) {
@@ -267,27 +284,33 @@ void lock_findings(const JitReport& r, FindingSink& sink) {
       f.severity = Severity::Info;
       std::string who;
       for (const LockHolder& h : l.holders)
-        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " (" + h.command + ")";
+        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " (" +
+               h.command + ")";
       f.message = "extension " + e.name + " is being built: " + who + " holds " + l.path;
       f.evidence.push_back({"held open by " + who, "", std::nullopt});
-      f.fix = "wait for the build to finish; other processes loading " + e.name + " wait on the lock until then";
+      f.fix = "wait for the build to finish; other processes loading " + e.name +
+              " wait on the lock until then";
     } else if (l.network_filesystem) {
       f.rule = "JIT003";
       f.severity = Severity::Warning;
-      f.message = "lock " + l.path + " is on " + l.filesystem + ": no process on this node holds it, but a builder on "
+      f.message = "lock " + l.path + " is on " + l.filesystem +
+                  ": no process on this node holds it, but a builder on "
                   "another node may";
-      f.evidence.push_back({"no local process has it open (" + std::to_string(r.processes_scanned) + " checked)", "",
-                            std::nullopt});
-      f.fix = "check the other nodes sharing " + e.root + " for a running build; if none, rm " + l.path;
+      f.evidence.push_back(
+          {"no local process has it open (" + std::to_string(r.processes_scanned) + " checked)", "",
+           std::nullopt});
+      f.fix =
+          "check the other nodes sharing " + e.root + " for a running build; if none, rm " + l.path;
     } else {
       f.rule = "JIT001";
       f.severity = l.holders_complete ? Severity::Error : Severity::Warning;
       f.message = "stale lock " + l.path + ": no process holds it, so every load() of " + e.name +
                   " waits on it forever (torch's FileBaton has no timeout)";
-      f.evidence.push_back({l.holders_complete
-                                ? "no process has it open (" + std::to_string(r.processes_scanned) + " checked)"
-                                : "no process visible to this user has it open; others' could not be read",
-                            "", std::nullopt});
+      f.evidence.push_back(
+          {l.holders_complete
+               ? "no process has it open (" + std::to_string(r.processes_scanned) + " checked)"
+               : "no process visible to this user has it open; others' could not be read",
+           "", std::nullopt});
       f.fix = "rm " + l.path + "   (or: mldoctor jit --fix)";
     }
     sink.add(std::move(f));
@@ -329,7 +352,8 @@ void check_modules(const host::Host& host, const JitOptions& o, std::vector<Exte
   if (!any || !o.program) return;
   try {
     loader::SearchConfig config = loader::SearchConfig::for_host(host, elf::EM_X86_64, true, {});
-    std::optional<loader::GlibcVersion> glibc = loader::detect_glibc_version(host, config.system_dirs);
+    std::optional<loader::GlibcVersion> glibc =
+        loader::detect_glibc_version(host, config.system_dirs);
     if (!glibc) return;
     loader::Loader loader(host, loader::SearchConfig::for_host(host, elf::EM_X86_64, true, *glibc));
     loader::Process base = loader.load_program(*o.program);
@@ -347,7 +371,8 @@ void check_modules(const host::Host& host, const JitOptions& o, std::vector<Exte
       for (size_t i = 0; i < p.objects.size(); i++)
         if (p.objects[i].path == *e.module && p.objects[i].elf) mod = i;
       for (size_t i = before; i < p.objects.size(); i++)
-        if (p.objects[i].faked && !p.objects[i].names.empty()) e.missing_libraries.push_back(p.objects[i].names.front());
+        if (p.objects[i].faked && !p.objects[i].names.empty())
+          e.missing_libraries.push_back(p.objects[i].names.front());
       if (!mod) continue;
       for (const elf::DynamicSymbol& s : p.objects[*mod].elf->dynamic_symbols()) {
         if (s.defined() || s.bind == elf::STB_WEAK || s.name.empty()) continue;
@@ -376,20 +401,26 @@ void stale_build_findings(const JitReport& r, FindingSink& sink) {
     f.severity = Severity::Error;
     f.subject = *e.module;
     if (!e.missing_symbols.empty()) {
-      f.message = "stale build of " + e.name + ": " + *e.module + " needs " + std::to_string(e.missing_symbols.size()) +
-                  " symbol" + (e.missing_symbols.size() == 1 ? "" : "s") +
-                  " the installed torch does not define; importing it fails with \"undefined symbol: " +
-                  e.missing_symbols.front() + "\"";
+      f.message =
+          "stale build of " + e.name + ": " + *e.module + " needs " +
+          std::to_string(e.missing_symbols.size()) + " symbol" +
+          (e.missing_symbols.size() == 1 ? "" : "s") +
+          " the installed torch does not define; importing it fails with \"undefined symbol: " +
+          e.missing_symbols.front() + "\"";
       for (size_t i = 0; i < e.missing_symbols.size() && i < 3; i++)
-        f.evidence.push_back({"undefined: " + demangled(e.missing_symbols[i]) + " (" + e.missing_symbols[i] + ")", "",
-                              std::nullopt});
+        f.evidence.push_back(
+            {"undefined: " + demangled(e.missing_symbols[i]) + " (" + e.missing_symbols[i] + ")",
+             "", std::nullopt});
     } else {
-      f.message = "stale build of " + e.name + ": " + *e.module + " needs " + e.missing_libraries.front() +
-                  ", which is not found beside the installed torch";
+      f.message = "stale build of " + e.name + ": " + *e.module + " needs " +
+                  e.missing_libraries.front() + ", which is not found beside the installed torch";
     }
-    for (const std::string& lib : e.missing_libraries) f.evidence.push_back({"not found: " + lib, "", std::nullopt});
-    f.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
-    f.fix = "rebuild it for the installed torch: remove " + e.path + " (the next load() builds again)";
+    for (const std::string& lib : e.missing_libraries)
+      f.evidence.push_back({"not found: " + lib, "", std::nullopt});
+    f.evidence.push_back(
+        {"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+    f.fix =
+        "rebuild it for the installed torch: remove " + e.path + " (the next load() builds again)";
     sink.add(std::move(f));
   }
 }
@@ -400,13 +431,15 @@ struct ModelArch {
 };
 // First match wins: longer names before their prefixes (A100 before A10).
 constexpr ModelArch kModelArches[] = {
-    {"GB200", "10.0"}, {"B200", "10.0"}, {"B100", "10.0"}, {"GH200", "9.0"},     {"H200", "9.0"},
-    {"H100", "9.0"},   {"H800", "9.0"},  {"H20", "9.0"},   {"A100", "8.0"},      {"A800", "8.0"},
-    {"A30", "8.0"},    {"L40", "8.9"},   {"L4", "8.9"},    {"RTX 6000 Ada", "8.9"}, {"RTX 5000 Ada", "8.9"},
-    {"RTX 4000 Ada", "8.9"}, {"RTX 40", "8.9"}, {"A40", "8.6"}, {"A10", "8.6"},  {"A16", "8.6"},
-    {"A2", "8.6"},     {"RTX A", "8.6"}, {"RTX 30", "8.6"}, {"V100", "7.0"},     {"TITAN V", "7.0"},
-    {"T4", "7.5"},     {"RTX 20", "7.5"}, {"Quadro RTX", "7.5"}, {"TITAN RTX", "7.5"}, {"P100", "6.0"},
-    {"P40", "6.1"},    {"P4", "6.1"},    {"GTX 10", "6.1"},
+    {"GB200", "10.0"},    {"B200", "10.0"},        {"B100", "10.0"},        {"GH200", "9.0"},
+    {"H200", "9.0"},      {"H100", "9.0"},         {"H800", "9.0"},         {"H20", "9.0"},
+    {"A100", "8.0"},      {"A800", "8.0"},         {"A30", "8.0"},          {"L40", "8.9"},
+    {"L4", "8.9"},        {"RTX 6000 Ada", "8.9"}, {"RTX 5000 Ada", "8.9"}, {"RTX 4000 Ada", "8.9"},
+    {"RTX 40", "8.9"},    {"A40", "8.6"},          {"A10", "8.6"},          {"A16", "8.6"},
+    {"A2", "8.6"},        {"RTX A", "8.6"},        {"RTX 30", "8.6"},       {"V100", "7.0"},
+    {"TITAN V", "7.0"},   {"T4", "7.5"},           {"RTX 20", "7.5"},       {"Quadro RTX", "7.5"},
+    {"TITAN RTX", "7.5"}, {"P100", "6.0"},         {"P40", "6.1"},          {"P4", "6.1"},
+    {"GTX 10", "6.1"},
 };
 
 bool arch_runs_on(const CudaArch& a, int major, int minor) {
@@ -420,13 +453,14 @@ void arch_list_findings(const JitOptions& o, const host::Host& host, FindingSink
   std::optional<std::string> list = host.getenv("TORCH_CUDA_ARCH_LIST");
   if (!list || list->empty() || o.gpu_models.empty() || !o.torch_cuda) return;
   std::optional<std::vector<CudaArch>> archs = parse_cuda_arch_list(*list);
-  if (!archs) return;  // malformed: ENV008 says so
+  if (!archs) return;                          // malformed: ENV008 says so
   std::map<std::string, std::string> missing;  // model -> cc
   for (const std::string& m : o.gpu_models) {
     std::optional<std::string> cc = compute_capability(m);
     if (!cc) continue;
     const int major = std::atoi(cc->c_str()), minor = std::atoi(cc->c_str() + cc->find('.') + 1);
-    if (std::none_of(archs->begin(), archs->end(), [&](const CudaArch& a) { return arch_runs_on(a, major, minor); }))
+    if (std::none_of(archs->begin(), archs->end(),
+                     [&](const CudaArch& a) { return arch_runs_on(a, major, minor); }))
       missing[m] = *cc;
   }
   if (missing.empty()) return;
@@ -436,8 +470,10 @@ void arch_list_findings(const JitOptions& o, const host::Host& host, FindingSink
   f.subject = "TORCH_CUDA_ARCH_LIST";
   std::string gpus;
   for (const auto& [m, cc] : missing) gpus += (gpus.empty() ? "" : ", ") + m + " (" + cc + ")";
-  f.message = "TORCH_CUDA_ARCH_LIST=\"" + *list + "\" builds extensions for none of the architectures of " + gpus +
-              ": their kernels fail with \"no kernel image is available for execution on the device\"";
+  f.message =
+      "TORCH_CUDA_ARCH_LIST=\"" + *list + "\" builds extensions for none of the architectures of " +
+      gpus +
+      ": their kernels fail with \"no kernel image is available for execution on the device\"";
   f.evidence.push_back({"GPU models from /proc/driver/nvidia/gpus", "", std::nullopt});
   std::string want;
   for (const auto& [m, cc] : missing)
@@ -455,8 +491,10 @@ void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& si
     f.rule = "JIT005";
     f.severity = Severity::Warning;
     f.subject = "ninja";
-    f.message = "ninja is not on PATH: torch.utils.cpp_extension.load() fails with \"Ninja is required to load C++ "
-                "extensions\"";
+    f.message =
+        "ninja is not on PATH: torch.utils.cpp_extension.load() fails with \"Ninja is required to "
+        "load C++ "
+        "extensions\"";
     f.fix = "install ninja (apt-get install ninja-build, or pip install ninja in this environment)";
     sink.add(std::move(f));
   }
@@ -468,11 +506,15 @@ void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& si
       f.rule = "JIT006";
       f.severity = Severity::Error;
       f.subject = t.cuda_home.value_or("CUDA_HOME");
-      f.message = "the CUDA toolkit at " + *t.cuda_home + " is " + *t.cuda_version + " but torch was built with CUDA " +
-                  *o.torch_cuda + ": building CUDA extensions fails (\"The detected CUDA version (" + *t.cuda_version +
-                  ") mismatches the version that was used to compile PyTorch (" + *o.torch_cuda + ")\")";
-      f.evidence.push_back({"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
-      f.fix = "point CUDA_HOME at a CUDA " + torch_major + ".x toolkit, or install the torch build for CUDA " + nvcc_major;
+      f.message = "the CUDA toolkit at " + *t.cuda_home + " is " + *t.cuda_version +
+                  " but torch was built with CUDA " + *o.torch_cuda +
+                  ": building CUDA extensions fails (\"The detected CUDA version (" +
+                  *t.cuda_version + ") mismatches the version that was used to compile PyTorch (" +
+                  *o.torch_cuda + ")\")";
+      f.evidence.push_back(
+          {"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
+      f.fix = "point CUDA_HOME at a CUDA " + torch_major +
+              ".x toolkit, or install the torch build for CUDA " + nvcc_major;
       sink.add(std::move(f));
     }
   }
@@ -481,13 +523,16 @@ void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& si
     f.rule = "JIT007";
     f.severity = Severity::Error;
     f.subject = *t.gcc;
-    f.message = "gcc " + std::to_string(*t.gcc_major) + " is newer than nvcc " + t.cuda_version.value_or("") +
-                " accepts (up to " + std::to_string(*t.nvcc_max_gcc) + "): CUDA extension builds stop with "
+    f.message = "gcc " + std::to_string(*t.gcc_major) + " is newer than nvcc " +
+                t.cuda_version.value_or("") + " accepts (up to " + std::to_string(*t.nvcc_max_gcc) +
+                "): CUDA extension builds stop with "
                 "\"unsupported GNU version!\"";
     f.evidence.push_back({"gcc on PATH: " + *t.gcc, "", std::nullopt});
-    f.evidence.push_back({"limit from " + *t.cuda_home + "/include/crt/host_config.h", "", std::nullopt});
-    f.fix = "build with a supported host compiler: export CC=gcc-" + std::to_string(*t.nvcc_max_gcc) +
-            " CXX=g++-" + std::to_string(*t.nvcc_max_gcc) + " (and NVCC_CCBIN to the same), or use a newer CUDA";
+    f.evidence.push_back(
+        {"limit from " + *t.cuda_home + "/include/crt/host_config.h", "", std::nullopt});
+    f.fix = "build with a supported host compiler: export CC=gcc-" +
+            std::to_string(*t.nvcc_max_gcc) + " CXX=g++-" + std::to_string(*t.nvcc_max_gcc) +
+            " (and NVCC_CCBIN to the same), or use a newer CUDA";
     sink.add(std::move(f));
   }
 }
@@ -513,9 +558,10 @@ std::optional<std::string> compute_capability(std::string_view model) {
 
 std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text) {
   static const std::map<std::string, std::string, std::less<>> named = {
-      {"Kepler+Tesla", "3.7"}, {"Kepler", "3.5+PTX"},  {"Maxwell+Tegra", "5.3"}, {"Maxwell", "5.0;5.2+PTX"},
-      {"Pascal", "6.0;6.1+PTX"}, {"Volta+Tegra", "7.2"}, {"Volta", "7.0+PTX"},  {"Turing", "7.5+PTX"},
-      {"Ampere+Tegra", "8.7"},  {"Ampere", "8.0;8.6+PTX"}, {"Ada", "8.9+PTX"}, {"Hopper", "9.0+PTX"}};
+      {"Kepler+Tesla", "3.7"},    {"Kepler", "3.5+PTX"},     {"Maxwell+Tegra", "5.3"},
+      {"Maxwell", "5.0;5.2+PTX"}, {"Pascal", "6.0;6.1+PTX"}, {"Volta+Tegra", "7.2"},
+      {"Volta", "7.0+PTX"},       {"Turing", "7.5+PTX"},     {"Ampere+Tegra", "8.7"},
+      {"Ampere", "8.0;8.6+PTX"},  {"Ada", "8.9+PTX"},        {"Hopper", "9.0+PTX"}};
   std::vector<std::string> entries;
   std::string cur;
   auto flush = [&] {
@@ -523,8 +569,10 @@ std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text)
     cur.clear();
   };
   for (char c : text) {
-    if (c == ';' || c == ' ') flush();
-    else cur += c;
+    if (c == ';' || c == ' ')
+      flush();
+    else
+      cur += c;
   }
   flush();
   std::vector<CudaArch> out;
@@ -543,7 +591,8 @@ std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text)
     if (!e.empty() && (e.back() == 'a' || e.back() == 'f')) e.pop_back();  // 9.0a, 10.0f
     size_t dot = e.find('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 >= e.size() ||
-        e.find_first_not_of("0123456789.") != std::string::npos || e.find('.', dot + 1) != std::string::npos || e.size() > 6)
+        e.find_first_not_of("0123456789.") != std::string::npos ||
+        e.find('.', dot + 1) != std::string::npos || e.size() > 6)
       return std::nullopt;
     a.major = std::atoi(e.c_str());
     a.minor = std::atoi(e.c_str() + dot + 1);
@@ -578,8 +627,8 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
     a.path = l.path;
     if (!l.holders.empty()) {
       a.action = "keep";
-      a.reason = "held by pid " + std::to_string(l.holders.front().pid) + " (" + l.holders.front().command +
-                 "): a build in progress";
+      a.reason = "held by pid " + std::to_string(l.holders.front().pid) + " (" +
+                 l.holders.front().command + "): a build in progress";
     } else if (l.network_filesystem) {
       a.action = "keep";
       a.reason = "on " + l.filesystem + ": a builder on another node may hold it";
@@ -595,7 +644,8 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
       if (!now.holders.empty() || !now.holders_complete) {
         a.action = "keep";
         a.reason = now.holders.empty() ? "a process's open files could not be read"
-                                       : "held by pid " + std::to_string(now.holders.front().pid) + " since the scan";
+                                       : "held by pid " + std::to_string(now.holders.front().pid) +
+                                             " since the scan";
       } else {
         a.action = "remove";
         a.reason = "stale: no process holds it";
@@ -621,7 +671,9 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
     std::optional<std::vector<std::string>> entries = host.list_dir(e.path);
     if (!entries) continue;
     for (const std::string& name : *entries) {
-      if (!(name.ends_with(".so") || name.ends_with(".o") || name == ".ninja_deps" || name == ".ninja_log")) continue;
+      if (!(name.ends_with(".so") || name.ends_with(".o") || name == ".ninja_deps" ||
+            name == ".ninja_log"))
+        continue;
       const std::string path = host::join_path(e.path, name);
       if (host.lstat(path).kind == host::FileKind::Directory) continue;
       FixAction a{"remove", path, false, "stale build output (JIT004)"};

@@ -36,22 +36,22 @@ struct LockHolder {
 
 struct LockState {
   std::string path;
-  bool symlink = false;          // the lock entry is itself a symbolic link
+  bool symlink = false;  // the lock entry is itself a symbolic link
   std::optional<i64> age_seconds;
   std::vector<LockHolder> holders;
   // Every live process's descriptors could be read (false when running
   // unprivileged beside other users' processes): only then is "no holder"
   // a fact.
   bool holders_complete = true;
-  std::string filesystem;        // fstype of the mount holding it, "" if unknown
+  std::string filesystem;  // fstype of the mount holding it, "" if unknown
   bool network_filesystem = false;
 };
 
 struct Extension {
   std::string name;
-  std::string path;       // the build directory
-  std::string root;       // the build root it was found under
-  std::string root_kind;  // "TORCH_EXTENSIONS_DIR", "torch_extensions cache", ...
+  std::string path;                // the build directory
+  std::string root;                // the build root it was found under
+  std::string root_kind;           // "TORCH_EXTENSIONS_DIR", "torch_extensions cache", ...
   std::optional<std::string> tag;  // "py311_cpu" for the tagged cache layout
   std::optional<LockState> lock;
   std::optional<std::string> module;  // the built <name>.so, if any
@@ -64,22 +64,22 @@ struct Extension {
 };
 
 struct Toolchain {
-  std::optional<std::string> ninja;      // on PATH
-  std::optional<std::string> cuda_home;  // as torch finds it
-  std::string cuda_home_source;          // "CUDA_HOME", "nvcc on PATH", "/usr/local/cuda"
-  std::optional<std::string> nvcc;       // <cuda_home>/bin/nvcc
+  std::optional<std::string> ninja;         // on PATH
+  std::optional<std::string> cuda_home;     // as torch finds it
+  std::string cuda_home_source;             // "CUDA_HOME", "nvcc on PATH", "/usr/local/cuda"
+  std::optional<std::string> nvcc;          // <cuda_home>/bin/nvcc
   std::optional<std::string> cuda_version;  // "13.0", from the toolkit's cuda.h
-  std::optional<int> nvcc_max_gcc;       // crt/host_config.h: "gcc versions later than N"
-  std::optional<std::string> gcc;        // gcc on PATH, resolved
+  std::optional<int> nvcc_max_gcc;          // crt/host_config.h: "gcc versions later than N"
+  std::optional<std::string> gcc;           // gcc on PATH, resolved
   std::optional<int> gcc_major;
 };
 
 struct JitOptions {
-  std::vector<std::string> paths;          // --path
-  std::string cwd;                         // for megatron/fused_kernels/build
-  std::optional<std::string> python_tag;   // "py311" of the examined interpreter
+  std::vector<std::string> paths;         // --path
+  std::string cwd;                        // for megatron/fused_kernels/build
+  std::optional<std::string> python_tag;  // "py311" of the examined interpreter
   bool torch_installed = false;
-  std::optional<std::string> torch_cuda;   // torch.version.cuda; nullopt: CPU build
+  std::optional<std::string> torch_cuda;  // torch.version.cuda; nullopt: CPU build
   // For the stale-build check: the interpreter (loaded as the program) and
   // the modules the job has imported before loading an extension (torch._C).
   std::optional<std::string> program;
@@ -117,7 +117,8 @@ struct JitReport {
 
 // Fills the options that come from the Python environment: its tag, its
 // torch and CUDA build, the interpreter and torch._C to load first.
-void describe_environment(JitOptions& options, const host::Host& host, const pyenv::Environment& env);
+void describe_environment(JitOptions& options, const host::Host& host,
+                          const pyenv::Environment& env);
 
 // Finds the build roots and extensions, their locks and holders, and the
 // toolchain. Reads only.

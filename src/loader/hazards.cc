@@ -69,7 +69,8 @@ std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
       std::string_view text = f->range(*at, std::min<u64>(f->size() - *at, 64)).as_string_view();
       size_t start = kMarker.size();
       size_t end = start;
-      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
+      while (end < text.size() &&
+             (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
         end++;
       std::string_view v = text.substr(start, end - start);
       while (!v.empty() && v.back() == '.') v.remove_suffix(1);
@@ -85,7 +86,8 @@ std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
 std::string_view object_soname(const Object& o) {
   if (o.elf && o.elf->soname()) return *o.elf->soname();
   size_t slash = o.path.rfind('/');
-  return slash == std::string::npos ? std::string_view(o.path) : std::string_view(o.path).substr(slash + 1);
+  return slash == std::string::npos ? std::string_view(o.path)
+                                    : std::string_view(o.path).substr(slash + 1);
 }
 
 std::string_view openmp_kind_name(OpenMpKind k) {
@@ -125,7 +127,8 @@ std::string where_needed(const Process& p, size_t idx) {
   std::vector<std::string> by;
   for (const Object& o : p.objects)
     for (const Resolution& r : o.needed)
-      if (r.object == idx && std::find(by.begin(), by.end(), o.path) == by.end()) by.push_back(o.path);
+      if (r.object == idx && std::find(by.begin(), by.end(), o.path) == by.end())
+        by.push_back(o.path);
   std::string out;
   for (size_t i = 0; i < by.size(); i++) out += (i ? ", " : "") + by[i];
   return out;
@@ -137,8 +140,8 @@ OpenMpKind openmp_kind(const Object& o) {
   std::string_view so = object_soname(o);
   // Every runtime's name starts with "libgomp", "libiomp5", "libomp": the
   // common case costs one comparison and no string.
-  if (!starts_with(so, "lib") || (so.substr(3, 3) != "gom" && so.substr(3, 3) != "iom" &&
-                                  so.substr(3, 3) != "omp"))
+  if (!starts_with(so, "lib") ||
+      (so.substr(3, 3) != "gom" && so.substr(3, 3) != "iom" && so.substr(3, 3) != "omp"))
     return OpenMpKind::None;
   std::string name = strip_vendor_hash(so);
   if (starts_with(name, "libgomp.so")) return OpenMpKind::Gnu;
@@ -190,11 +193,15 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
       for (const Resolution& r : o.needed)
         if (r.object == vp.provider && how.empty())
           how = std::string(how_name(r.how)) + (r.via.empty() ? "" : " of " + r.via);
-    f.evidence.push_back({vp.file + " => " + prov.path + (how.empty() ? "" : " (found via " + how + ")"), "", std::nullopt});
+    f.evidence.push_back(
+        {vp.file + " => " + prov.path + (how.empty() ? "" : " (found via " + how + ")"), "",
+         std::nullopt});
     f.evidence.push_back({prov.path + " does not define " + vp.version, "", std::nullopt});
-    f.fix = "make a " + vp.file + " that defines " + vp.version + " load first (put its directory "
-            "first in LD_LIBRARY_PATH, or remove the older copy from the search path), or rebuild " +
-            p.objects[vp.requirer].path + " against " + prov.path;
+    f.fix =
+        "make a " + vp.file + " that defines " + vp.version +
+        " load first (put its directory "
+        "first in LD_LIBRARY_PATH, or remove the older copy from the search path), or rebuild " +
+        p.objects[vp.requirer].path + " against " + prov.path;
     sink.add(std::move(f));
   }
   // LD003 / LD004: one runtime from two files. Objects sorted by (soname,
@@ -211,7 +218,8 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
   for (auto& [name, i] : by_base)
     if (vendor_hash_at(name) != std::string_view::npos) stripped.push_back(strip_vendor_hash(name));
   for (size_t k = 0, s_i = 0; k < by_base.size(); k++)
-    if (vendor_hash_at(by_base[k].first) != std::string_view::npos) by_base[k].first = stripped[s_i++];
+    if (vendor_hash_at(by_base[k].first) != std::string_view::npos)
+      by_base[k].first = stripped[s_i++];
   std::sort(by_soname.begin(), by_soname.end());
   std::sort(by_base.begin(), by_base.end());
   auto groups = [](const std::vector<std::pair<std::string_view, size_t>>& v, auto&& fn) {
@@ -233,7 +241,8 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
     f.subject = so;
     f.message = so + " is loaded from " + std::to_string(idx.size()) + " different files";
     for (size_t i : idx)
-      f.evidence.push_back({p.objects[i].path + " (needed by " + where_needed(p, i) + ")", "", std::nullopt});
+      f.evidence.push_back(
+          {p.objects[i].path + " (needed by " + where_needed(p, i) + ")", "", std::nullopt});
     f.fix = "keep one copy of " + so + " on the search path so every user shares it";
     sink.add(std::move(f));
   });
@@ -247,7 +256,8 @@ void find_hazards(const Process& p, const std::string& subject, FindingSink& sin
     f.subject = base;
     f.message = "two copies of " + base + " under different sonames: each keeps its own state";
     for (size_t i : idx)
-      f.evidence.push_back({std::string(object_soname(p.objects[i])) + " => " + p.objects[i].path, "", std::nullopt});
+      f.evidence.push_back({std::string(object_soname(p.objects[i])) + " => " + p.objects[i].path,
+                            "", std::nullopt});
     f.fix = "make the packages share one " + base + " (use builds linked against the system copy)";
     sink.add(std::move(f));
   });

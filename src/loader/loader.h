@@ -42,10 +42,10 @@ std::optional<GlibcVersion> parse_glibc_version(std::string_view s);
 enum class LdCacheFormat { Old, Compat, New };
 
 struct LdCacheEntry {
-  i32 flags = 0;              // FLAG_ELF_LIBC6 | FLAG_X8664_LIB64 ... (0x0303)
-  std::string_view key;       // the soname, e.g. "libc.so.6"
-  std::string_view value;     // the path, e.g. "/lib/x86_64-linux-gnu/libc.so.6"
-  u64 hwcap = 0;              // new format only
+  i32 flags = 0;           // FLAG_ELF_LIBC6 | FLAG_X8664_LIB64 ... (0x0303)
+  std::string_view key;    // the soname, e.g. "libc.so.6"
+  std::string_view value;  // the path, e.g. "/lib/x86_64-linux-gnu/libc.so.6"
+  u64 hwcap = 0;           // new format only
   // New format: the glibc-hwcaps subdirectory this entry belongs to
   // ("x86-64-v3"), when hwcap bit 62 marks it as such.
   std::optional<std::string_view> hwcaps_subdir;
@@ -86,10 +86,10 @@ class LdCache {
   // filtered by `cpu` for glibc < 2.40 and skipped from 2.40 (commit
   // c5aa5fd40a; ldconfig stopped writing them in 2.37). `cpu` null: a
   // baseline CPU of the architecture (x86_64: hwcap "x86_64", no platform).
-  std::optional<std::string_view> lookup(
-      std::string_view name, const std::vector<std::string>& hwcaps_subdirs,
-      i32 default_flags, GlibcVersion glibc,
-      const LdCacheCpu* cpu = nullptr) const;
+  std::optional<std::string_view> lookup(std::string_view name,
+                                         const std::vector<std::string>& hwcaps_subdirs,
+                                         i32 default_flags, GlibcVersion glibc,
+                                         const LdCacheCpu* cpu = nullptr) const;
 
  private:
   LdCacheFormat format_ = LdCacheFormat::New;
@@ -114,11 +114,11 @@ enum class TlsAbi {
 struct StaticTlsParams {
   GlibcVersion glibc;
   TlsAbi abi = TlsAbi::TcbAtTp;
-  u64 tcb_size = 0;       // TLS_TCB_SIZE
-  u64 tcb_alignment = 0;  // TCB_ALIGNMENT
-  u64 rtld_nns = 4;                // glibc.rtld.nns (2.32+)
-  u64 optional_static_tls = 512;   // glibc.rtld.optional_static_tls (2.32+)
-  u64 naudit = 0;                  // number of LD_AUDIT/DT_AUDIT modules
+  u64 tcb_size = 0;               // TLS_TCB_SIZE
+  u64 tcb_alignment = 0;          // TCB_ALIGNMENT
+  u64 rtld_nns = 4;               // glibc.rtld.nns (2.32+)
+  u64 optional_static_tls = 512;  // glibc.rtld.optional_static_tls (2.32+)
+  u64 naudit = 0;                 // number of LD_AUDIT/DT_AUDIT modules
   // A thread has been created (RTLD_SINGLE_THREAD_P is false). Only glibc
   // 2.10–2.21 look at it: dlopen then refuses static TLS for a module whose
   // l_tls_modid exceeds DTV_SURPLUS (14).
@@ -126,8 +126,7 @@ struct StaticTlsParams {
 
   // The parameters of `e_machine` (EM_X86_64, EM_AARCH64, EM_386) under the
   // given glibc release, with default tunables. nullopt: not modelled.
-  static std::optional<StaticTlsParams> for_machine(u16 e_machine,
-                                                    GlibcVersion glibc);
+  static std::optional<StaticTlsParams> for_machine(u16 e_machine, GlibcVersion glibc);
   // Applies a GLIBC_TUNABLES value the way glibc parses it, clamping to each
   // tunable's range (out-of-range values are ignored, as glibc does). Returns
   // human-readable notes about ignored or malformed items.
@@ -155,12 +154,11 @@ class StaticTlsArena {
  public:
   // Lays out the startup modules (in module-id order) as
   // _dl_determine_tlsoffset does and sizes the area with the surplus.
-  StaticTlsArena(const StaticTlsParams& params,
-                 const std::vector<TlsBlock>& startup_modules);
+  StaticTlsArena(const StaticTlsParams& params, const std::vector<TlsBlock>& startup_modules);
 
   u64 static_size() const { return static_size_; }  // GLRO(dl_tls_static_size)
   u64 static_align() const { return static_align_; }
-  u64 used() const { return used_; }                // GL(dl_tls_static_used)
+  u64 used() const { return used_; }  // GL(dl_tls_static_used)
   u64 optional_left() const { return optional_left_; }
   // The next TLS module id (1 + number of TLS modules so far).
   u64 next_modid() const { return next_modid_; }
@@ -232,11 +230,11 @@ struct Attempt {
 };
 
 struct Resolution {
-  std::string name;                // as written in DT_NEEDED
+  std::string name;  // as written in DT_NEEDED
   How how = How::NotFound;
-  std::optional<size_t> object;    // index into Process::objects
-  std::string via;                 // whose RPATH/RUNPATH, when relevant
-  std::vector<Attempt> tried;      // in order
+  std::optional<size_t> object;  // index into Process::objects
+  std::string via;               // whose RPATH/RUNPATH, when relevant
+  std::vector<Attempt> tried;    // in order
 };
 
 // A link map: one object in the simulated process.
@@ -253,10 +251,10 @@ struct Object {
   // the directory of /proc/self/exe, `path` with every symlink resolved.
   // Every other object's $ORIGIN is the directory of `path` as opened.
   bool started_by_exec = false;
-  std::optional<size_t> loader;    // l_loader (index), nullopt for inputs
-  int depth = 0;                   // BFS depth from the input
-  bool faked = false;              // trace-mode entry for a missing library
-  bool removed = false;            // l_removed: unloaded after a failed dlopen
+  std::optional<size_t> loader;            // l_loader (index), nullopt for inputs
+  int depth = 0;                           // BFS depth from the input
+  bool faked = false;                      // trace-mode entry for a missing library
+  bool removed = false;                    // l_removed: unloaded after a failed dlopen
   std::shared_ptr<const ByteSource> file;  // the bytes `elf` reads
   std::shared_ptr<const elf::ElfFile> elf;
   std::vector<Resolution> needed;  // one per DT_NEEDED, in order
@@ -280,8 +278,8 @@ struct SearchConfig {
 
   // The configuration glibc would use on `host` for objects of `e_machine`
   // (reads LD_LIBRARY_PATH, LD_PRELOAD and the CPU features through host).
-  static SearchConfig for_host(const host::Host& host, u16 e_machine,
-                               bool is_64, GlibcVersion glibc);
+  static SearchConfig for_host(const host::Host& host, u16 e_machine, bool is_64,
+                               GlibcVersion glibc);
 };
 
 // A simulated process (the base namespace): the objects in link-map order.
@@ -364,10 +362,10 @@ struct VersionProblem {
     NoVersionInfo,  // the provider has no DT_VERDEF at all: a warning
   };
   Kind kind = NotFound;
-  size_t requirer = 0;           // object index
-  std::string file;              // vn_file: the name the versions come from
-  std::string version;           // "GLIBCXX_3.4.30"
-  size_t provider = 0;           // object index of the provider
+  size_t requirer = 0;  // object index
+  std::string file;     // vn_file: the name the versions come from
+  std::string version;  // "GLIBCXX_3.4.30"
+  size_t provider = 0;  // object index of the provider
 };
 
 // Every version need of every loaded object checked against the object that
@@ -409,7 +407,7 @@ void find_hazards(const Process& process, const std::string& subject, FindingSin
 // elf/dl-reloc.c (CHECK_STATIC_TLS / TRY_STATIC_TLS) and elf/dl-close.c.
 
 struct DlopenStep {
-  std::string object;               // the name passed to dlopen()
+  std::string object;  // the name passed to dlopen()
   bool ok = true;
   std::string error;                // the dlerror() text glibc would print
   std::string tls_module;           // l_name of the module whose TLS did not fit
@@ -422,7 +420,7 @@ struct DlopenSequence {
   StaticTlsParams params;
   u64 surplus = 0;
   u64 static_size = 0;
-  u64 startup_used = 0;             // static TLS used by the startup modules
+  u64 startup_used = 0;  // static TLS used by the startup modules
   std::vector<DlopenStep> steps;
   // The smallest GLIBC_TUNABLES setting under which every step would load
   // (e.g. "glibc.rtld.optional_static_tls=1536"); nullopt when all load, or
@@ -436,7 +434,8 @@ struct DlopenSequence {
 // again, as glibc's rollback does.
 // `current` (a GLIBC_TUNABLES value or nullopt) with `item` ("name=value")
 // in place of any item of that name it had, the others kept in order.
-std::string merge_glibc_tunables(const std::optional<std::string>& current, const std::string& item);
+std::string merge_glibc_tunables(const std::optional<std::string>& current,
+                                 const std::string& item);
 
 DlopenSequence simulate_dlopen_sequence(Loader& loader, Process& process,
                                         const std::vector<std::string>& names,

@@ -228,8 +228,8 @@ SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool 
 struct ParsedFile {
   std::shared_ptr<const ByteSource> file;
   std::shared_ptr<const elf::ElfFile> elf;
-  std::string error;  // non-empty: the file cannot be used (message as ld.so)
-  int open_error = 0;  // errno of a failed open(2): the file is passed over
+  std::string error;           // non-empty: the file cannot be used (message as ld.so)
+  int open_error = 0;          // errno of a failed open(2): the file is passed over
   bool other_class = false;    // skipped silently: wrong ELF class
   bool other_machine = false;  // skipped silently: wrong e_machine
 };
@@ -237,8 +237,8 @@ struct ParsedFile {
 // The errno of a failed open(2); 0 when it is not one open gives for a path
 // stat(2) found (an error of another kind is not a search outcome).
 int open_errno(const IoError& e) {
-  static const int kOpenErrors[] = {EACCES, EPERM, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, ENXIO,
-                                    ENODEV, ETXTBSY, EMFILE, ENFILE, ENOMEM, EOVERFLOW, EIO};
+  static const int kOpenErrors[] = {EACCES, EPERM,   ENOENT, ENOTDIR, ELOOP,  ENAMETOOLONG, ENXIO,
+                                    ENODEV, ETXTBSY, EMFILE, ENFILE,  ENOMEM, EOVERFLOW,    EIO};
   for (int err : kOpenErrors)
     if (e.error_number() == err) return err;
   return 0;
@@ -262,7 +262,7 @@ struct Loader::Impl {
   // _dl_load_cache_lookup's answer per name (it depends only on the name
   // and this loader's configuration).
   std::unordered_map<std::string, std::optional<std::string_view>> cache_answers;
-  std::vector<std::string> subdirs;  // hwcaps then legacy, "" last
+  std::vector<std::string> subdirs;    // hwcaps then legacy, "" last
   std::vector<SearchDir> system_dirs;  // config.system_dirs, labelled
 
   Impl(const host::Host& h, const SearchConfig& c) : host(h), config(c) {
@@ -312,7 +312,10 @@ struct Loader::Impl {
   const host::FileStat& stat_path(const std::string& path) {
     auto it = stats.find(path);
     if (it == stats.end())
-      it = stats.emplace(path, host.stat(path.empty() || path[0] == '/' ? path : host::join_path(cwd, path)))
+      it = stats
+               .emplace(
+                   path,
+                   host.stat(path.empty() || path[0] == '/' ? path : host::join_path(cwd, path)))
                .first;
     return it->second;
   }
@@ -517,13 +520,14 @@ class Mapper {
   }
 
   // fillin_rpath: split, expand, drop trailing slashes and duplicates.
-  std::vector<SearchDir> decompose(std::string_view list, std::string_view seps,
-                                   const Object* o, const std::string& source) const {
+  std::vector<SearchDir> decompose(std::string_view list, std::string_view seps, const Object* o,
+                                   const std::string& source) const {
     std::vector<SearchDir> out;
     size_t i = 0;
     while (true) {
       size_t j = list.find_first_of(seps, i);
-      std::string_view elem = list.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
+      std::string_view elem =
+          list.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
       std::optional<std::string> dir = std::string(elem);
       if (!elem.empty()) {
         dir = o ? expand_dst(elem, *o) : expand_dst_main(elem);
@@ -570,7 +574,8 @@ class Mapper {
   // LD_LIBRARY_PATH, decomposed once per load (its DSTs expand for the
   // main program, which does not change).
   const std::vector<SearchDir>& ld_library_path_dirs() {
-    if (!llp_dirs_) llp_dirs_ = decompose(*config_.ld_library_path, ":;", nullptr, "LD_LIBRARY_PATH");
+    if (!llp_dirs_)
+      llp_dirs_ = decompose(*config_.ld_library_path, ":;", nullptr, "LD_LIBRARY_PATH");
     return *llp_dirs_;
   }
 
@@ -775,9 +780,10 @@ class Mapper {
       if (!fatal_.empty()) return r;
       if (!trace_) {
         // _dl_map_object outside trace mode: the load ends here.
-        fatal_ = found_other_class_
-                     ? name + (config_.is_64 ? ": wrong ELF class: ELFCLASS32" : ": wrong ELF class: ELFCLASS64")
-                     : name + ": cannot open shared object file: " + errno_text(last_errno_ ? last_errno_ : ENOENT);
+        fatal_ = found_other_class_ ? name + (config_.is_64 ? ": wrong ELF class: ELFCLASS32"
+                                                            : ": wrong ELF class: ELFCLASS64")
+                                    : name + ": cannot open shared object file: " +
+                                          errno_text(last_errno_ ? last_errno_ : ENOENT);
         return r;
       }
       // Trace mode: a faked map that never matches later lookups.
@@ -796,7 +802,8 @@ class Mapper {
       Object& o = p_.objects[i];
       if (o.faked || o.removed || !o.file || o.file_id == host::FileId{}) continue;
       if (o.file_id == st.id) {
-        if (std::find(o.names.begin(), o.names.end(), name) == o.names.end()) o.names.push_back(name);
+        if (std::find(o.names.begin(), o.names.end(), name) == o.names.end())
+          o.names.push_back(name);
         r.object = i;
         return r;
       }
@@ -952,9 +959,13 @@ void reorder(Process& p, const std::vector<size_t>& bfs, std::optional<size_t> r
   out.reserve(order.size());
   for (size_t k : order) out.push_back(std::move(p.objects[k]));
   for (Object& o : out) {
-    if (o.loader) o.loader = new_index[*o.loader] == SIZE_MAX ? std::nullopt : std::optional<size_t>(new_index[*o.loader]);
+    if (o.loader)
+      o.loader = new_index[*o.loader] == SIZE_MAX ? std::nullopt
+                                                  : std::optional<size_t>(new_index[*o.loader]);
     for (Resolution& r : o.needed)
-      if (r.object) r.object = new_index[*r.object] == SIZE_MAX ? std::nullopt : std::optional<size_t>(new_index[*r.object]);
+      if (r.object)
+        r.object = new_index[*r.object] == SIZE_MAX ? std::nullopt
+                                                    : std::optional<size_t>(new_index[*r.object]);
   }
   p.objects = std::move(out);
 }
@@ -1040,7 +1051,8 @@ std::vector<size_t> Loader::dlopen(Process& process, const std::string& name,
   for (size_t i = before; i < process.objects.size(); i++) {
     if (process.objects[i].faked) {
       if (error && error->empty())
-        *error = process.objects[i].path + ": cannot open shared object file: No such file or directory";
+        *error =
+            process.objects[i].path + ": cannot open shared object file: No such file or directory";
     }
   }
   if (!m.fatal_.empty() && error) *error = m.fatal_;

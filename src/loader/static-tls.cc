@@ -183,8 +183,7 @@ std::optional<StaticTlsParams> StaticTlsParams::for_machine(u16 e_machine, Glibc
       p.tcb_size = 16;
       p.tcb_alignment = glibc >= GlibcVersion{2, 35} ? 32 : 16;
       return p;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -496,7 +495,8 @@ void StaticTlsArena::release_all(const std::vector<Released>& freed) {
 }
 
 // GLIBC_TUNABLES with the static TLS item of the fix in place of any it had.
-std::string merge_glibc_tunables(const std::optional<std::string>& current, const std::string& item) {
+std::string merge_glibc_tunables(const std::optional<std::string>& current,
+                                 const std::string& item) {
   if (!current || current->empty()) return item;
   const std::string key = item.substr(0, item.find('='));
   std::string out;
@@ -505,7 +505,8 @@ std::string merge_glibc_tunables(const std::optional<std::string>& current, cons
     size_t j = current->find(':', i);
     if (j == std::string::npos) j = current->size();
     std::string part = current->substr(i, j - i);
-    if (!part.empty() && part.substr(0, part.find('=')) != key) out += (out.empty() ? "" : ":") + part;
+    if (!part.empty() && part.substr(0, part.find('=')) != key)
+      out += (out.empty() ? "" : ":") + part;
     i = j + 1;
   }
   return out + (out.empty() ? "" : ":") + item;

@@ -28,7 +28,8 @@ class Providers {
     for (size_t i = 0; i < p_.objects.size() && !idx; i++) {
       const Object& o = p_.objects[i];
       if (o.removed) continue;
-      if (o.path == name || std::find(o.names.begin(), o.names.end(), name) != o.names.end()) idx = i;
+      if (o.path == name || std::find(o.names.begin(), o.names.end(), name) != o.names.end())
+        idx = i;
     }
     seen_.emplace_back(name, idx);
     return idx;
@@ -89,8 +90,9 @@ std::vector<VersionProblem> check_versions(const Process& p) {
           found = std::any_of(defs->begin(), defs->end(),
                               [&](const elf::VersionDef& d) { return d.name == e.name; });
         if (found) continue;
-        problem((e.flags & elf::VER_FLG_WEAK) ? VersionProblem::WeakNotFound : VersionProblem::NotFound,
-                e);
+        problem(
+            (e.flags & elf::VER_FLG_WEAK) ? VersionProblem::WeakNotFound : VersionProblem::NotFound,
+            e);
       }
     }
   }

@@ -74,7 +74,8 @@ bool is_gzip(int fd) {
 // or inflating gzip) overlaps scanning. `fill` returns the bytes it put in
 // the buffer, 0 at the end, or throws; blocks read before an error are still
 // scanned, then the error is rethrown.
-void read_ahead(const std::function<size_t(u8*, size_t)>& fill, Scanner& scanner, const ReadOptions& options) {
+void read_ahead(const std::function<size_t(u8*, size_t)>& fill, Scanner& scanner,
+                const ReadOptions& options) {
   constexpr size_t kBlocks = 3;
   struct Slot {
     Buffer buf{kBlock};
@@ -184,7 +185,8 @@ void scan_gzip(const std::string& path, int fd, Scanner& scanner, const ReadOpti
       fail(path, "corrupt gzip data after " + std::to_string(inflated) + " bytes (" + msg + ")", 0);
     // A stream cut short reads as a clean end with Z_BUF_ERROR set.
     if (n == 0 && errnum != Z_OK && errnum != Z_STREAM_END)
-      fail(path, "gzip data ends early after " + std::to_string(inflated) + " bytes (" + msg + ")", 0);
+      fail(path, "gzip data ends early after " + std::to_string(inflated) + " bytes (" + msg + ")",
+           0);
     inflated += static_cast<u64>(n);
     return static_cast<size_t>(n);
   };
@@ -229,21 +231,25 @@ void follow_file(const std::string& path, Fd& fd, Scanner& scanner, const ReadOp
       continue;
     }
     if (options.stop && options.stop()) return;
-    struct stat now_fd {}, now_path {};
+    struct stat now_fd {
+    }, now_path{};
     if (::fstat(fd.get(), &now_fd) == 0 && now_fd.st_size < offset) {
       ::lseek(fd.get(), 0, SEEK_SET);  // truncated in place (copytruncate)
       offset = 0;
       continue;
     }
-    if (::stat(path.c_str(), &now_path) == 0 && (now_path.st_ino != now_fd.st_ino || now_path.st_dev != now_fd.st_dev)) {
-      int nfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // rotated: the old file is drained, read the new
+    if (::stat(path.c_str(), &now_path) == 0 &&
+        (now_path.st_ino != now_fd.st_ino || now_path.st_dev != now_fd.st_dev)) {
+      int nfd = ::open(path.c_str(),
+                       O_RDONLY | O_CLOEXEC);  // rotated: the old file is drained, read the new
       if (nfd >= 0) {
         fd.reset(nfd);
         offset = 0;
         continue;
       }
     }
-    if (!idle_reported && clock::now() - last_data >= std::chrono::duration<double>(options.stall_seconds)) {
+    if (!idle_reported &&
+        clock::now() - last_data >= std::chrono::duration<double>(options.stall_seconds)) {
       idle_reported = true;
       if (options.on_idle) options.on_idle();
     }
@@ -307,7 +313,8 @@ void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& op
   // measured (docs/benchmarks.md) first-touch page faults of a mapping cost
   // six times what copying the same bytes out of the page cache does.
   if (regular) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  read_ahead([&](u8* buf, size_t size) { return read_full(path, fd.get(), buf, size); }, scanner, options);
+  read_ahead([&](u8* buf, size_t size) { return read_full(path, fd.get(), buf, size); }, scanner,
+             options);
 }
 
 }  // namespace mld::logs

@@ -17,17 +17,17 @@ namespace mld::logs {
 struct CompiledPattern {
   const rules::Rule* rule = nullptr;
   const rules::Signature* signature = nullptr;
-  bool follow_up = false;       // the signature's followed_by pattern
-  u32 signature_index = 0;      // index into Matcher::Impl::signatures
+  bool follow_up = false;   // the signature's followed_by pattern
+  u32 signature_index = 0;  // index into Matcher::Impl::signatures
   pcre2_code* code = nullptr;
 };
 
 struct Matcher::Impl {
-  rules::RuleSet rules;                       // owned copy: patterns point into it
-  std::vector<CompiledPattern> patterns;      // Vectorscan id = index
-  std::vector<u32> at_end;                    // pattern indexes of at_end signatures (PCRE2 only)
+  rules::RuleSet rules;                   // owned copy: patterns point into it
+  std::vector<CompiledPattern> patterns;  // Vectorscan id = index
+  std::vector<u32> at_end;                // pattern indexes of at_end signatures (PCRE2 only)
   u32 signature_count = 0;
-  hs_database_t* db = nullptr;                // block mode; null when there are no mid-log patterns
+  hs_database_t* db = nullptr;  // block mode; null when there are no mid-log patterns
   ~Impl();
 
   // The same patterns in streaming mode, for lines longer than a buffer;
@@ -40,7 +40,7 @@ struct Matcher::Impl {
   std::vector<unsigned> hs_flags;
   std::vector<std::vector<u32>> hs_groups;
   u64 fingerprint = 0;
-  std::string loaded_target;                  // precompiled target in use, or empty
+  std::string loaded_target;  // precompiled target in use, or empty
 
   void collect_expressions();
   bool compile_block(std::vector<rules::RuleError>& errors);
@@ -53,8 +53,9 @@ struct Matcher::Impl {
 
 // hs_compile_multi with ids 0..n-1; null with the message (and the failing
 // expression) on error.
-hs_database_t* compile_database(const std::vector<std::string>& exprs, const std::vector<unsigned>& flags,
-                                unsigned mode, const hs_platform_info_t* platform, std::string* error,
+hs_database_t* compile_database(const std::vector<std::string>& exprs,
+                                const std::vector<unsigned>& flags, unsigned mode,
+                                const hs_platform_info_t* platform, std::string* error,
                                 int* bad = nullptr);
 
 // Number of '\n' bytes in `data` (vectorised: this runs over every byte).

@@ -26,13 +26,13 @@ namespace mld::logs {
 // build time (tools/compile-rules.cc) for several CPU targets, so `logs`
 // does not spend a tenth of a second compiling on every run.
 struct PrecompiledDatabase {
-  const char* target;          // "avx512", "avx2", "generic"
+  const char* target;  // "avx512", "avx2", "generic"
   const unsigned char* bytes;
   size_t size;
 };
 struct Precompiled {
-  u64 fingerprint = 0;         // of the expressions and flags they were compiled from
-  std::vector<unsigned> flags; // final flags (prefilter fallbacks included)
+  u64 fingerprint = 0;          // of the expressions and flags they were compiled from
+  std::vector<unsigned> flags;  // final flags (prefilter fallbacks included)
   std::vector<PrecompiledDatabase> databases;  // most capable target first
 };
 
@@ -65,22 +65,23 @@ struct SerializedDatabase {
   std::string target;
   std::string bytes;
 };
-std::vector<SerializedDatabase> serialize_databases(const rules::RuleSet& rules, std::vector<rules::RuleError>& errors,
+std::vector<SerializedDatabase> serialize_databases(const rules::RuleSet& rules,
+                                                    std::vector<rules::RuleError>& errors,
                                                     u64* fingerprint, std::vector<unsigned>* flags);
 
 struct ScanOptions {
-  u32 context = 0;             // lines of context before and after a first occurrence
-  std::string source;          // file name for evidence ("-" for stdin)
-  unsigned threads = 1;        // Vectorscan passes run on this many threads
+  u32 context = 0;       // lines of context before and after a first occurrence
+  std::string source;    // file name for evidence ("-" for stdin)
+  unsigned threads = 1;  // Vectorscan passes run on this many threads
 };
 
 // One finding of a log scan with its occurrences.
 struct LogFinding {
-  Finding finding;             // evidence[0] is the first occurrence
+  Finding finding;  // evidence[0] is the first occurrence
   u64 first_line = 0;
   u64 last_line = 0;
   u64 count = 0;
-  std::vector<u32> ranks;      // launcher ranks seen ("[rank3]:" prefixes), sorted
+  std::vector<u32> ranks;  // launcher ranks seen ("[rank3]:" prefixes), sorted
 };
 
 // Scans one input. feed() takes the input in any split (the scanner keeps
@@ -122,9 +123,9 @@ class Scanner {
 struct ReadOptions {
   bool follow = false;
   double stall_seconds = 60;
-  std::function<bool()> stop;            // follow: polled between reads
-  std::function<void()> on_progress;     // after each block that produced findings
-  std::function<void()> on_idle;         // follow: the input was idle for stall_seconds
+  std::function<bool()> stop;         // follow: polled between reads
+  std::function<void()> on_progress;  // after each block that produced findings
+  std::function<void()> on_idle;      // follow: the input was idle for stall_seconds
 };
 void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& options);
 

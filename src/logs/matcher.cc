@@ -29,8 +29,8 @@ pcre2_code* compile_pcre2(const std::string& pattern, bool caseless, std::string
   int code = 0;
   PCRE2_SIZE offset = 0;
   u32 options = PCRE2_MULTILINE | (caseless ? PCRE2_CASELESS : 0);
-  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &code,
-                                 &offset, nullptr);
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                 options, &code, &offset, nullptr);
   if (!re) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(code, buf, sizeof buf);
@@ -62,8 +62,9 @@ u64 fnv1a(u64 h, std::string_view bytes) {
 
 }  // namespace
 
-hs_database_t* compile_database(const std::vector<std::string>& exprs, const std::vector<unsigned>& flags,
-                                unsigned mode, const hs_platform_info_t* platform, std::string* error, int* bad) {
+hs_database_t* compile_database(const std::vector<std::string>& exprs,
+                                const std::vector<unsigned>& flags, unsigned mode,
+                                const hs_platform_info_t* platform, std::string* error, int* bad) {
   std::vector<const char*> cexprs;
   std::vector<unsigned> ids;
   for (size_t i = 0; i < exprs.size(); i++) {
@@ -72,8 +73,8 @@ hs_database_t* compile_database(const std::vector<std::string>& exprs, const std
   }
   hs_compile_error_t* err = nullptr;
   hs_database_t* db = nullptr;
-  if (hs_compile_multi(cexprs.data(), flags.data(), ids.data(), static_cast<unsigned>(ids.size()), mode, platform,
-                       &db, &err) == HS_SUCCESS)
+  if (hs_compile_multi(cexprs.data(), flags.data(), ids.data(), static_cast<unsigned>(ids.size()),
+                       mode, platform, &db, &err) == HS_SUCCESS)
     return db;
   if (error) *error = err && err->message ? err->message : "unknown Vectorscan error";
   if (bad) *bad = err ? err->expression : -1;
@@ -124,7 +125,8 @@ bool Matcher::Impl::compile_block(std::vector<rules::RuleError>& errors) {
       continue;
     }
     for (u32 index : hs_groups[bad])
-      errors.push_back({patterns[index].rule->origin, "pattern '" + hs_exprs[bad] + "': " + message});
+      errors.push_back(
+          {patterns[index].rule->origin, "pattern '" + hs_exprs[bad] + "': " + message});
     hs_exprs.erase(hs_exprs.begin() + bad);
     hs_flags.erase(hs_flags.begin() + bad);
     hs_groups.erase(hs_groups.begin() + bad);
@@ -138,8 +140,11 @@ bool Matcher::Impl::load_precompiled(const Precompiled& pre) {
   if (pre.fingerprint != fingerprint || pre.flags.size() != hs_flags.size()) return false;
   for (const PrecompiledDatabase& d : pre.databases) {
     hs_database_t* candidate = nullptr;
-    if (hs_deserialize_database(reinterpret_cast<const char*>(d.bytes), d.size, &candidate) != HS_SUCCESS) continue;
-    hs_scratch_t* probe = nullptr;  // a database for a CPU feature this host lacks cannot get scratch
+    if (hs_deserialize_database(reinterpret_cast<const char*>(d.bytes), d.size, &candidate) !=
+        HS_SUCCESS)
+      continue;
+    hs_scratch_t* probe =
+        nullptr;  // a database for a CPU feature this host lacks cannot get scratch
     if (hs_alloc_scratch(candidate, &probe) != HS_SUCCESS) {
       hs_free_database(candidate);
       continue;
@@ -153,7 +158,8 @@ bool Matcher::Impl::load_precompiled(const Precompiled& pre) {
   return false;
 }
 
-std::shared_ptr<const Matcher> Matcher::compile(const rules::RuleSet& rule_set, std::vector<rules::RuleError>& errors,
+std::shared_ptr<const Matcher> Matcher::compile(const rules::RuleSet& rule_set,
+                                                std::vector<rules::RuleError>& errors,
                                                 const Precompiled* precompiled) {
   std::shared_ptr<Matcher> m(new Matcher());
   m->impl_ = std::make_unique<Impl>();
@@ -186,8 +192,10 @@ std::shared_ptr<const Matcher> Matcher::compile(const rules::RuleSet& rule_set, 
   return m;
 }
 
-std::vector<SerializedDatabase> serialize_databases(const rules::RuleSet& rules, std::vector<rules::RuleError>& errors,
-                                                    u64* fingerprint, std::vector<unsigned>* flags) {
+std::vector<SerializedDatabase> serialize_databases(const rules::RuleSet& rules,
+                                                    std::vector<rules::RuleError>& errors,
+                                                    u64* fingerprint,
+                                                    std::vector<unsigned>* flags) {
   auto m = Matcher::compile(rules, errors);
   const Matcher::Impl& impl = m->impl();
   *fingerprint = impl.fingerprint;
@@ -197,18 +205,21 @@ std::vector<SerializedDatabase> serialize_databases(const rules::RuleSet& rules,
     const char* name;
     unsigned long long features;
   };
-  const Target targets[] = {{"avx512vbmi", HS_CPU_FEATURES_AVX512VBMI | HS_CPU_FEATURES_AVX512 | HS_CPU_FEATURES_AVX2},
-                            {"avx512", HS_CPU_FEATURES_AVX512 | HS_CPU_FEATURES_AVX2},
-                            {"avx2", HS_CPU_FEATURES_AVX2},
-                            {"generic", 0}};
+  const Target targets[] = {
+      {"avx512vbmi", HS_CPU_FEATURES_AVX512VBMI | HS_CPU_FEATURES_AVX512 | HS_CPU_FEATURES_AVX2},
+      {"avx512", HS_CPU_FEATURES_AVX512 | HS_CPU_FEATURES_AVX2},
+      {"avx2", HS_CPU_FEATURES_AVX2},
+      {"generic", 0}};
   std::vector<SerializedDatabase> out;
   if (impl.hs_exprs.empty()) return out;
   for (const Target& t : targets) {
     hs_platform_info_t platform{HS_TUNE_FAMILY_GENERIC, t.features, 0, 0};
     std::string error;
-    hs_database_t* db = compile_database(impl.hs_exprs, impl.hs_flags, HS_MODE_BLOCK, &platform, &error, nullptr);
+    hs_database_t* db =
+        compile_database(impl.hs_exprs, impl.hs_flags, HS_MODE_BLOCK, &platform, &error, nullptr);
     if (!db) {
-      errors.push_back({"rules", std::string("Vectorscan cannot compile for ") + t.name + ": " + error});
+      errors.push_back(
+          {"rules", std::string("Vectorscan cannot compile for ") + t.name + ": " + error});
       continue;
     }
     char* bytes = nullptr;

@@ -22,9 +22,9 @@
 namespace mld::logs {
 namespace {
 
-constexpr size_t kMaxCarry = 1 << 20;     // a longer line is scanned in fragments
-constexpr size_t kSegment = 128 << 10;    // whole lines scanned per call: fits in L2
-constexpr size_t kTailLines = 64;         // kept for end-of-log rules and context
+constexpr size_t kMaxCarry = 1 << 20;   // a longer line is scanned in fragments
+constexpr size_t kSegment = 128 << 10;  // whole lines scanned per call: fits in L2
+constexpr size_t kTailLines = 64;       // kept for end-of-log rules and context
 constexpr size_t kTailLineBytes = 4096;
 
 struct RawMatch {
@@ -39,24 +39,25 @@ struct TailLine {
 
 struct Pending {
   size_t finding;
-  u64 line;             // line of the first occurrence
-  u64 next_line;        // next line to take as after-context
+  u64 line;       // line of the first occurrence
+  u64 next_line;  // next line to take as after-context
   u32 after_needed;
-  u32 signature;        // signature index whose followed_by is awaited
+  u32 signature;  // signature index whose followed_by is awaited
   bool want_follow;
   u64 follow_deadline;  // last line on which the follow-up may come
   size_t resume_at;     // in the creating segment: offset of the next line
 };
 
-bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\f\v") == std::string_view::npos; }
-
+bool blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
+}
 
 // Stage one of a segment, which may run on any thread: ANSI escapes removed,
 // Vectorscan's candidate hits collected, newlines counted.
 struct Chunk {
-  std::string_view data;        // what was scanned: the input, or `own`
-  std::string own;              // ANSI-free copy when the input had escapes
-  std::vector<RawMatch> raw;    // hits, at most one per pattern and line
+  std::string_view data;      // what was scanned: the input, or `own`
+  std::string own;            // ANSI-free copy when the input had escapes
+  std::vector<RawMatch> raw;  // hits, at most one per pattern and line
   u64 newlines = 0;
 };
 
@@ -72,9 +73,11 @@ struct HitCollector {
     if (to < c->next_newline[id]) return 0;  // this pattern already hit this line
     u64 rel = to - c->base;
     size_t p = rel == 0 ? 0 : static_cast<size_t>(rel - 1);
-    const void* nl = p < c->data.size() ? std::memchr(c->data.data() + p, '\n', c->data.size() - p) : nullptr;
+    const void* nl =
+        p < c->data.size() ? std::memchr(c->data.data() + p, '\n', c->data.size() - p) : nullptr;
     c->next_newline[id] =
-        c->base + (nl ? static_cast<u64>(static_cast<const char*>(nl) - c->data.data()) + 1 : c->data.size());
+        c->base +
+        (nl ? static_cast<u64>(static_cast<const char*>(nl) - c->data.data()) + 1 : c->data.size());
     c->raw->push_back({id, rel});
     return 0;
   }
@@ -90,7 +93,8 @@ void strip_if_needed(std::string_view input, Chunk& c) {
 }
 
 // Whole lines: block mode, any thread, its own scratch.
-void prepare_lines(const Matcher::Impl& m, hs_scratch_t* scratch, std::string_view input, Chunk& c) {
+void prepare_lines(const Matcher::Impl& m, hs_scratch_t* scratch, std::string_view input,
+                   Chunk& c) {
   strip_if_needed(input, c);
   c.raw.clear();
   if (m.db && !c.data.empty()) {
@@ -106,7 +110,8 @@ void prepare_lines(const Matcher::Impl& m, hs_scratch_t* scratch, std::string_vi
       std::vector<RawMatch> part;
       hc.raw = &part;
       std::fill(hc.next_newline.begin(), hc.next_newline.end(), 0);
-      hs_error_t rc = hs_scan(m.db, hc.data.data(), static_cast<unsigned>(len), 0, scratch, HitCollector::on_match, &hc);
+      hs_error_t rc = hs_scan(m.db, hc.data.data(), static_cast<unsigned>(len), 0, scratch,
+                              HitCollector::on_match, &hc);
       if (rc != HS_SUCCESS) throw IoError("Vectorscan: scan failed (" + std::to_string(rc) + ")");
       for (RawMatch& r : part) c.raw.push_back({r.id, r.end + off});
       off += len;
@@ -141,7 +146,8 @@ class SegmentPool {
   }
 
   // chunks[i] = stage one of segments[i], for every i.
-  void prepare_all(const std::vector<std::string_view>& segments, std::vector<Chunk>& chunks, hs_scratch_t* own) {
+  void prepare_all(const std::vector<std::string_view>& segments, std::vector<Chunk>& chunks,
+                   hs_scratch_t* own) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       segments_ = &segments;
@@ -222,20 +228,20 @@ struct Scanner::State {
   std::vector<u64> stream_next_newline;
   pcre2_match_data* match_data = nullptr;
 
-  std::string carry;              // partial last line
-  Chunk chunk;                    // reused by the sequential path
-  std::unique_ptr<SegmentPool> pool;            // when options.threads > 1
-  std::vector<std::string_view> batch;          // segments of one feed() block
+  std::string carry;                    // partial last line
+  Chunk chunk;                          // reused by the sequential path
+  std::unique_ptr<SegmentPool> pool;    // when options.threads > 1
+  std::vector<std::string_view> batch;  // segments of one feed() block
   std::vector<Chunk> batch_chunks;
-  u64 bytes = 0;                  // bytes fed by the caller
-  u64 newlines = 0;               // '\n' seen in scanned segments
-  bool mid_line = false;          // the next segment continues a line
+  u64 bytes = 0;          // bytes fed by the caller
+  u64 newlines = 0;       // '\n' seen in scanned segments
+  bool mid_line = false;  // the next segment continues a line
   bool finished = false;
 
   std::deque<LogFinding> findings;
   std::unordered_map<std::string, size_t> by_key;
   std::vector<Pending> pending;
-  std::vector<size_t> fresh;      // completed, not yet taken
+  std::vector<size_t> fresh;  // completed, not yet taken
   std::deque<TailLine> tail;
   u64 stall_reported_at = ~u64{0};  // input size at the last stall report
 
@@ -244,7 +250,8 @@ struct Scanner::State {
     if (m.db && hs_alloc_scratch(m.db, &scratch) != HS_SUCCESS)
       throw IoError("Vectorscan: cannot allocate scratch space");
     match_data = pcre2_match_data_create(20, nullptr);
-    if (options.threads > 1 && m.db) pool = std::make_unique<SegmentPool>(m, std::min(options.threads, 64u) - 1);
+    if (options.threads > 1 && m.db)
+      pool = std::make_unique<SegmentPool>(m, std::min(options.threads, 64u) - 1);
   }
   ~State() {
     pool.reset();
@@ -264,13 +271,15 @@ struct Scanner::State {
       if (!line_stream) {
         if (!stream_scratch && hs_alloc_scratch(sdb, &stream_scratch) != HS_SUCCESS)
           throw IoError("Vectorscan: cannot allocate scratch space");
-        if (hs_open_stream(sdb, 0, &line_stream) != HS_SUCCESS) throw IoError("Vectorscan: cannot open a stream");
+        if (hs_open_stream(sdb, 0, &line_stream) != HS_SUCCESS)
+          throw IoError("Vectorscan: cannot open a stream");
         line_stream_base = 0;
         stream_next_newline.assign(m.hs_exprs.size(), 0);
       }
       HitCollector hc{c.data, line_stream_base, std::move(stream_next_newline), &c.raw};
-      hs_error_t rc = hs_scan_stream(line_stream, c.data.data(), static_cast<unsigned>(c.data.size()), 0,
-                                     stream_scratch, HitCollector::on_match, &hc);
+      hs_error_t rc =
+          hs_scan_stream(line_stream, c.data.data(), static_cast<unsigned>(c.data.size()), 0,
+                         stream_scratch, HitCollector::on_match, &hc);
       stream_next_newline = std::move(hc.next_newline);
       if (rc != HS_SUCCESS) throw IoError("Vectorscan: scan failed (" + std::to_string(rc) + ")");
       line_stream_base += c.data.size();
@@ -294,8 +303,10 @@ struct Scanner::State {
 
   // PCRE2 on one line; captures[0] is the whole match. Returns the offset of
   // the match end, or npos.
-  size_t confirm(const CompiledPattern& p, std::string_view line, std::vector<std::string>& captures) {
-    int rc = pcre2_match(p.code, reinterpret_cast<PCRE2_SPTR>(line.data()), line.size(), 0, 0, match_data, nullptr);
+  size_t confirm(const CompiledPattern& p, std::string_view line,
+                 std::vector<std::string>& captures) {
+    int rc = pcre2_match(p.code, reinterpret_cast<PCRE2_SPTR>(line.data()), line.size(), 0, 0,
+                         match_data, nullptr);
     if (rc <= 0) return std::string_view::npos;
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data);
     captures.clear();
@@ -303,7 +314,8 @@ struct Scanner::State {
       if (ov[2 * i] == PCRE2_UNSET)
         captures.emplace_back();
       else
-        captures.emplace_back(printable_line(line.substr(ov[2 * i], ov[2 * i + 1] - ov[2 * i]), 0, 200));
+        captures.emplace_back(
+            printable_line(line.substr(ov[2 * i], ov[2 * i + 1] - ov[2 * i]), 0, 200));
     }
     return ov[1];
   }
@@ -318,7 +330,8 @@ struct Scanner::State {
   }
 
   // Up to n lines before the line starting at data[start] (line `number`).
-  void lines_before(std::string_view data, size_t start, u64 number, u32 n, std::vector<Evidence>& out) {
+  void lines_before(std::string_view data, size_t start, u64 number, u32 n,
+                    std::vector<Evidence>& out) {
     std::vector<Evidence> got;
     size_t pos = start;
     u64 num = number;
@@ -338,14 +351,17 @@ struct Scanner::State {
   bool mid_line_at_segment_start = false;
 
   LogFinding& record(const rules::Rule& rule, const rules::Signature& sig, u32 sig_index,
-                     const std::vector<std::string>& captures, std::string_view line, u64 number, size_t focus,
-                     std::string_view data, size_t line_start, bool at_end) {
-    std::string message = sig.message.empty() ? rule.title : rules::render_template(sig.message, captures);
-    std::string subject = sig.subject.empty() ? message : rules::render_template(sig.subject, captures);
+                     const std::vector<std::string>& captures, std::string_view line, u64 number,
+                     size_t focus, std::string_view data, size_t line_start, bool at_end) {
+    std::string message =
+        sig.message.empty() ? rule.title : rules::render_template(sig.message, captures);
+    std::string subject =
+        sig.subject.empty() ? message : rules::render_template(sig.subject, captures);
     std::string key = rule.id + '\0' + subject;
     auto [it, inserted] = by_key.try_emplace(key, findings.size());
     // The rank prefix of the '\r' segment that holds the match (progress bars share lines).
-    size_t cr = focus == 0 || focus > line.size() ? std::string_view::npos : line.rfind('\r', focus - 1);
+    size_t cr =
+        focus == 0 || focus > line.size() ? std::string_view::npos : line.rfind('\r', focus - 1);
     std::optional<u32> rank = line_rank(cr == std::string_view::npos ? line : line.substr(cr + 1));
     if (!inserted) {
       LogFinding& lf = findings[it->second];
@@ -371,15 +387,16 @@ struct Scanner::State {
     f.last_line = number;
     f.ranks = lf.ranks;
     rules::complete_from_rule(f, m.rules);
-    if (!at_end && options.context > 0) lines_before(data, line_start, number, options.context, f.evidence);
+    if (!at_end && options.context > 0)
+      lines_before(data, line_start, number, options.context, f.evidence);
     f.evidence.push_back(line_evidence(line, number, focus, false));
     size_t index = findings.size() - 1;
     bool want_follow = !sig.followed_by.empty();
     if (!at_end && (options.context > 0 || want_follow)) {
       size_t line_end = data.find('\n', line_start);
       size_t resume = line_end == std::string_view::npos ? data.size() : line_end + 1;
-      pending.push_back(
-          {index, number, number + 1, options.context, sig_index, want_follow, number + sig.within, resume});
+      pending.push_back({index, number, number + 1, options.context, sig_index, want_follow,
+                         number + sig.within, resume});
     } else {
       fresh.push_back(index);
     }
@@ -400,7 +417,8 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
   std::vector<RawMatch>& raw = c.raw;
   mid_line_at_segment_start = mid_line;
   const u64 first_line = newlines + 1;  // number of the line data[0] belongs to
-  std::stable_sort(raw.begin(), raw.end(), [](const RawMatch& a, const RawMatch& b) { return a.end < b.end; });
+  std::stable_sort(raw.begin(), raw.end(),
+                   [](const RawMatch& a, const RawMatch& b) { return a.end < b.end; });
 
   // Walk the hits in order, one line at a time.
   size_t counted = 0;
@@ -429,24 +447,26 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
     size_t j = i;
     while (j < raw.size() && raw[j].end <= line_end + 1) j++;
     candidates.clear();
-    for (size_t k = i; k < j; k++) for (u32 pattern_index : m.hs_groups[raw[k].id]) {
-      const CompiledPattern& cp = m.patterns[pattern_index];
-      size_t focus = confirm(cp, line, captures);
-      if (focus == std::string_view::npos) continue;
-      if (cp.follow_up) {
-        // A follow-up line completes the newest waiting first occurrence of its signature.
-        for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
-          if (it->want_follow && it->signature == cp.signature_index && it->line < line_no &&
-              line_no <= it->follow_deadline) {
-            findings[it->finding].finding.evidence.push_back(line_evidence(line, line_no, focus, false));
-            it->want_follow = false;
-            break;
+    for (size_t k = i; k < j; k++)
+      for (u32 pattern_index : m.hs_groups[raw[k].id]) {
+        const CompiledPattern& cp = m.patterns[pattern_index];
+        size_t focus = confirm(cp, line, captures);
+        if (focus == std::string_view::npos) continue;
+        if (cp.follow_up) {
+          // A follow-up line completes the newest waiting first occurrence of its signature.
+          for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
+            if (it->want_follow && it->signature == cp.signature_index && it->line < line_no &&
+                line_no <= it->follow_deadline) {
+              findings[it->finding].finding.evidence.push_back(
+                  line_evidence(line, line_no, focus, false));
+              it->want_follow = false;
+              break;
+            }
           }
+          continue;
         }
-        continue;
+        candidates.push_back({&cp, captures, focus});
       }
-      candidates.push_back({&cp, captures, focus});
-    }
     // A rule that names a more generic one in `replaces` hides it on this line;
     // several signatures of one rule on one line count once.
     for (size_t a = 0; a < candidates.size(); a++) {
@@ -459,8 +479,8 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
       }
       if (hidden) continue;
       const CompiledPattern& cp = *candidates[a].p;
-      record(*cp.rule, *cp.signature, cp.signature_index, candidates[a].captures, line, line_no, candidates[a].focus,
-             data, line_start, false);
+      record(*cp.rule, *cp.signature, cp.signature_index, candidates[a].captures, line, line_no,
+             candidates[a].focus, data, line_start, false);
     }
     i = j;
   }
@@ -468,7 +488,8 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
   take_after_context(data, first_line);
   // The tail serves the next segment's context lines and, after the block,
   // end-of-log rules: between segments of one block only `context` lines.
-  if (last_of_block || options.context > 0) update_tail(data, first_line, last_of_block ? kTailLines : options.context);
+  if (last_of_block || options.context > 0)
+    update_tail(data, first_line, last_of_block ? kTailLines : options.context);
   mid_line = !data.empty() && data.back() != '\n';
   close_pending(newlines, false);
 }
@@ -488,7 +509,8 @@ void Scanner::State::take_after_context(std::string_view data, u64 first_line) {
       size_t end = data.find('\n', pos);
       if (end == std::string_view::npos) break;  // an incomplete line waits for the next segment
       if (num >= pd.next_line) {
-        findings[pd.finding].finding.evidence.push_back(line_evidence(data.substr(pos, end - pos), num, 0, true));
+        findings[pd.finding].finding.evidence.push_back(
+            line_evidence(data.substr(pos, end - pos), num, 0, true));
         pd.next_line = num + 1;
         pd.after_needed--;
       }
@@ -516,7 +538,8 @@ void Scanner::State::close_pending(u64 last_complete_line, bool all) {
   // Evidence in line order; a follow-up line that is also context is shown once, as evidence.
   for (size_t index : completed) {
     std::vector<Evidence>& ev = findings[index].finding.evidence;
-    std::stable_sort(ev.begin(), ev.end(), [](const Evidence& a, const Evidence& b) { return a.line < b.line; });
+    std::stable_sort(ev.begin(), ev.end(),
+                     [](const Evidence& a, const Evidence& b) { return a.line < b.line; });
     for (size_t k = 0; k + 1 < ev.size();) {
       if (ev[k].line == ev[k + 1].line) {
         ev.erase(ev.begin() + static_cast<long>(ev[k].context ? k : k + 1));
@@ -550,7 +573,8 @@ void Scanner::State::update_tail(std::string_view data, u64 first_line, size_t k
     num--;
   }
   // A segment that continues a line extends the tail's last entry.
-  if (!lines.empty() && !tail.empty() && tail.back().number == lines.back().number && mid_line_at_segment_start) {
+  if (!lines.empty() && !tail.empty() && tail.back().number == lines.back().number &&
+      mid_line_at_segment_start) {
     std::string joined = tail.back().text + lines.back().text;
     if (joined.size() > kTailLineBytes) joined = joined.substr(joined.size() - kTailLineBytes);
     lines.back().text = std::move(joined);
@@ -607,7 +631,8 @@ void Scanner::State::evaluate_at_end() {
         break;
       }
     LogFinding& lf = record(*cp.rule, *lead->p->signature, lead->p->signature_index, lead->captures,
-                            chain.front().line->text, chain.front().line->number, chain.front().focus, {}, 0, true);
+                            chain.front().line->text, chain.front().line->number,
+                            chain.front().focus, {}, 0, true);
     if (lf.count == 1 && chain.size() > 1) {
       Finding& f = lf.finding;
       f.evidence.clear();
@@ -656,14 +681,16 @@ void Scanner::feed(ByteView block) {
     }
     data.remove_prefix(last_nl + 1);
     size_t first = 0;
-    if (s.line_stream) s.process(s.batch[first++]);  // the end of a long line: streaming mode, in order
+    if (s.line_stream)
+      s.process(s.batch[first++]);  // the end of a long line: streaming mode, in order
     if (s.pool && s.batch.size() - first >= 2) {
       std::vector<std::string_view> rest(s.batch.begin() + static_cast<long>(first), s.batch.end());
       if (s.batch_chunks.size() < rest.size()) s.batch_chunks.resize(rest.size());
       s.pool->prepare_all(rest, s.batch_chunks, s.scratch);
       for (size_t i = 0; i < rest.size(); i++) s.consume(s.batch_chunks[i], i + 1 == rest.size());
     } else {
-      for (size_t i = first; i < s.batch.size(); i++) s.process(s.batch[i], i + 1 == s.batch.size());
+      for (size_t i = first; i < s.batch.size(); i++)
+        s.process(s.batch[i], i + 1 == s.batch.size());
     }
   }
 }
@@ -677,7 +704,8 @@ void Scanner::finish() {
     s.carry.clear();
   }
   s.finished = true;
-  if (s.stall_reported_at != s.bytes) s.evaluate_at_end();  // unless --follow already reported this end
+  if (s.stall_reported_at != s.bytes)
+    s.evaluate_at_end();  // unless --follow already reported this end
   s.close_pending(s.newlines, true);
 }
 
@@ -700,8 +728,9 @@ std::vector<const LogFinding*> Scanner::take_new() {
 std::vector<const LogFinding*> Scanner::findings() const {
   std::vector<const LogFinding*> out;
   for (const LogFinding& f : s_->findings) out.push_back(&f);
-  std::stable_sort(out.begin(), out.end(),
-                   [](const LogFinding* a, const LogFinding* b) { return a->first_line < b->first_line; });
+  std::stable_sort(out.begin(), out.end(), [](const LogFinding* a, const LogFinding* b) {
+    return a->first_line < b->first_line;
+  });
   return out;
 }
 

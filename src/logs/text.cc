@@ -31,9 +31,12 @@ void strip_ansi(ByteView in, std::string& out) {
       if (p < end && *p >= 0x40 && *p <= 0x7e) p++;
     } else if (*p == ']') {  // OSC: up to BEL or ESC backslash, never past a newline
       p++;
-      while (p < end && *p != '\a' && *p != '\n' && !(*p == 0x1b && p + 1 < end && p[1] == '\\')) p++;
-      if (p < end && *p == '\a') p++;
-      else if (p < end && *p == 0x1b) p += 2;
+      while (p < end && *p != '\a' && *p != '\n' && !(*p == 0x1b && p + 1 < end && p[1] == '\\'))
+        p++;
+      if (p < end && *p == '\a')
+        p++;
+      else if (p < end && *p == 0x1b)
+        p += 2;
     } else if (*p != '\n') {
       p++;  // two-byte escape
     }
@@ -53,12 +56,14 @@ u64 count_newlines(std::string_view data) {
     __m128i acc = zero;
     int rounds = 0;
     while (end - p >= 16 && rounds < 255) {
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
+      acc = _mm_sub_epi8(acc,
+                         _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
       p += 16;
       rounds++;
     }
     __m128i sums = _mm_sad_epu8(acc, zero);
-    n += static_cast<u64>(_mm_cvtsi128_si64(sums)) + static_cast<u64>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
+    n += static_cast<u64>(_mm_cvtsi128_si64(sums)) +
+         static_cast<u64>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
   }
 #endif
   for (; p < end; p++) n += *p == '\n';
@@ -71,7 +76,8 @@ std::optional<u32> line_rank(std::string_view line) {
   auto digits = [&](size_t at, size_t* after) -> std::optional<u32> {
     u64 v = 0;
     size_t j = at;
-    while (j < line.size() && j - at < 7 && line[j] >= '0' && line[j] <= '9') v = v * 10 + static_cast<u64>(line[j++] - '0');
+    while (j < line.size() && j - at < 7 && line[j] >= '0' && line[j] <= '9')
+      v = v * 10 + static_cast<u64>(line[j++] - '0');
     if (j == at) return std::nullopt;
     *after = j;
     return static_cast<u32>(v);
@@ -83,14 +89,18 @@ std::optional<u32> line_rank(std::string_view line) {
       auto r = digits(i + prefix.size(), &after);
       if (!r) return std::nullopt;
       if (prefix[0] == '[') {
-        if (after < line.size() && line[after] == ']' && after + 1 < line.size() && line[after + 1] == ':') return r;
+        if (after < line.size() && line[after] == ']' && after + 1 < line.size() &&
+            line[after + 1] == ':')
+          return r;
         return std::nullopt;
       }
       return after < line.size() && line[after] == ':' ? r : std::nullopt;
     }
   }
   // srun --label: "3: text"
-  if (auto r = digits(i, &after); r && after + 1 < line.size() && line[after] == ':' && line[after + 1] == ' ') return r;
+  if (auto r = digits(i, &after);
+      r && after + 1 < line.size() && line[after] == ':' && line[after + 1] == ' ')
+    return r;
   return std::nullopt;
 }
 

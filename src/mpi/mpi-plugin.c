@@ -28,7 +28,8 @@ static int gatherv(const void* data, int length, void** out, int** lengths) {
   int me = 0, n = 0, rc;
   *out = NULL;
   *lengths = NULL;
-  if ((rc = MPI_Comm_rank(MPI_COMM_WORLD, &me)) || (rc = MPI_Comm_size(MPI_COMM_WORLD, &n))) return rc;
+  if ((rc = MPI_Comm_rank(MPI_COMM_WORLD, &me)) || (rc = MPI_Comm_size(MPI_COMM_WORLD, &n)))
+    return rc;
   int* lens = NULL;
   int* displs = NULL;
   char* buf = NULL;
@@ -48,8 +49,10 @@ static int gatherv(const void* data, int length, void** out, int** lengths) {
       displs[i] = (int)total;
       total += lens[i];
     }
-    if (total > 0x7fffffffL) rc = MPI_ERR_COUNT;
-    else if (!(buf = malloc(total ? (size_t)total : 1))) rc = MPI_ERR_NO_MEM;
+    if (total > 0x7fffffffL)
+      rc = MPI_ERR_COUNT;
+    else if (!(buf = malloc(total ? (size_t)total : 1)))
+      rc = MPI_ERR_NO_MEM;
   }
   /* Every rank enters the second collective even when the root failed. */
   int rc2 = MPI_Gatherv(data, length, MPI_BYTE, buf, lens, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -104,8 +107,19 @@ __attribute__((visibility("default"))) const struct mld_mpi_plugin* mld_mpi_plug
     MPI_Get_library_version(version, &len);
     char* nl = strchr(version, '\n');
     if (nl) *nl = 0;
-    table = (struct mld_mpi_plugin){MLD_MPI_PLUGIN_ABI, version, init, finalize, abort_job, rank, size, gatherv,
-                                    bcast, send_doubles, recv_doubles, bcast_int, error_text};
+    table = (struct mld_mpi_plugin){MLD_MPI_PLUGIN_ABI,
+                                    version,
+                                    init,
+                                    finalize,
+                                    abort_job,
+                                    rank,
+                                    size,
+                                    gatherv,
+                                    bcast,
+                                    send_doubles,
+                                    recv_doubles,
+                                    bcast_int,
+                                    error_text};
   }
   return &table;
 }

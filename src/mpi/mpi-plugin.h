@@ -17,7 +17,7 @@ extern "C" {
 #define MLD_MPI_PLUGIN_ABI 1
 
 struct mld_mpi_plugin {
-  int abi; /* MLD_MPI_PLUGIN_ABI */
+  int abi;                     /* MLD_MPI_PLUGIN_ABI */
   const char* library_version; /* MPI_Get_library_version, first line */
   int (*init)(int* argc, char*** argv);
   int (*finalize)(void);

@@ -53,10 +53,13 @@ Headers parse_headers(std::string_view text) {
     std::string key(line.substr(0, colon));
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    if (key == "name" && !h.name) h.name = std::string(value);
-    else if (key == "version" && !h.version) h.version = std::string(value);
+    if (key == "name" && !h.name)
+      h.name = std::string(value);
+    else if (key == "version" && !h.version)
+      h.version = std::string(value);
   }
   return h;
 }
@@ -140,11 +143,14 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-void read_distribution(const host::Host& host, Distribution& d, std::vector<ScanProblem>& problems) {
+void read_distribution(const host::Host& host, Distribution& d,
+                       std::vector<ScanProblem>& problems) {
   std::string meta_file;
   switch (d.format) {
     case MetadataFormat::DistInfo: meta_file = host::join_path(d.metadata_path, "METADATA"); break;
-    case MetadataFormat::EggInfoDir: meta_file = host::join_path(d.metadata_path, "PKG-INFO"); break;
+    case MetadataFormat::EggInfoDir:
+      meta_file = host::join_path(d.metadata_path, "PKG-INFO");
+      break;
     case MetadataFormat::EggInfoFile: meta_file = d.metadata_path; break;
     case MetadataFormat::Egg: meta_file = host::join_path(d.metadata_path, "PKG-INFO"); break;
   }
@@ -160,8 +166,10 @@ void read_distribution(const host::Host& host, Distribution& d, std::vector<Scan
                                                   : errno_text(st.error ? st.error : EACCES));
   } else {
     Headers h = parse_headers(*text);
-    if (!h.name || h.name->empty()) d.error = "metadata has no Name";
-    else if (!h.version || h.version->empty()) d.error = "metadata has no Version";
+    if (!h.name || h.name->empty())
+      d.error = "metadata has no Name";
+    else if (!h.version || h.version->empty())
+      d.error = "metadata has no Version";
     if (h.name) d.name = *h.name;
     if (h.version) d.version = *h.version;
   }
@@ -171,13 +179,15 @@ void read_distribution(const host::Host& host, Distribution& d, std::vector<Scan
   if (d.error) problems.push_back({d.metadata_path, *d.error});
   if (d.format == MetadataFormat::EggInfoFile) return;
 
-  if (std::optional<std::string> top = host.read_file(host::join_path(d.metadata_path, "top_level.txt"), 64 << 10))
+  if (std::optional<std::string> top =
+          host.read_file(host::join_path(d.metadata_path, "top_level.txt"), 64 << 10))
     d.top_level = non_empty_lines(*top);
   else if (std::optional<std::string> record =
                host.read_file(host::join_path(d.metadata_path, "RECORD"), 64 << 20))
     d.top_level = top_level_from_record(record_first_fields(*record));
   for (std::string& t : d.top_level) std::replace(t.begin(), t.end(), '/', '.');
-  if (std::optional<std::string> inst = host.read_file(host::join_path(d.metadata_path, "INSTALLER"), 4096)) {
+  if (std::optional<std::string> inst =
+          host.read_file(host::join_path(d.metadata_path, "INSTALLER"), 4096)) {
     std::vector<std::string> lines = non_empty_lines(*inst);
     if (!lines.empty()) d.installer = lines.front();
   }
@@ -263,8 +273,9 @@ std::vector<std::string> record_paths(const host::Host& host, const Distribution
                                       std::vector<ScanProblem>& problems) {
   if (dist.format != MetadataFormat::DistInfo && dist.format != MetadataFormat::EggInfoDir)
     return {};
-  std::string record_file = host::join_path(
-      dist.metadata_path, dist.format == MetadataFormat::DistInfo ? "RECORD" : "installed-files.txt");
+  std::string record_file =
+      host::join_path(dist.metadata_path,
+                      dist.format == MetadataFormat::DistInfo ? "RECORD" : "installed-files.txt");
   std::optional<std::string> text = host.read_file(record_file, 64 << 20);
   if (!text) return {};
   std::vector<std::string> out;

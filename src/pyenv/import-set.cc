@@ -26,12 +26,12 @@ namespace mld::pyenv {
 namespace {
 
 enum class StepType {
-  Extension,        // first existing of `names` (dotted module names)
-  Library,          // names[0]: a path relative to the package directory, ctypes-loaded
-  Import,           // names[0]: another top-level package, imported here
-  Cv2Native,        // opencv's native module, wherever the layout puts it
-  NumbaThreading,   // numba.np.ufunc.{tbbpool,omppool,workqueue}, by NUMBA_THREADING_LAYER
-  FaissSwig,        // faiss/loader.py: the _swigfaiss variant the CPU supports
+  Extension,       // first existing of `names` (dotted module names)
+  Library,         // names[0]: a path relative to the package directory, ctypes-loaded
+  Import,          // names[0]: another top-level package, imported here
+  Cv2Native,       // opencv's native module, wherever the layout puts it
+  NumbaThreading,  // numba.np.ufunc.{tbbpool,omppool,workqueue}, by NUMBA_THREADING_LAYER
+  FaissSwig,       // faiss/loader.py: the _swigfaiss variant the CPU supports
 };
 
 struct TableStep {
@@ -49,7 +49,8 @@ const std::vector<PackageLoads>& load_table() {
   using S = StepType;
   static const std::vector<PackageLoads> table = {
       {"torch",
-       {{S::Library, {"lib/libtorch_global_deps.so"},
+       {{S::Library,
+         {"lib/libtorch_global_deps.so"},
          "torch/__init__.py _load_global_deps(): ctypes.CDLL(..., RTLD_GLOBAL)"},
         {S::Extension, {"torch._C"}},
         {S::Import, {"numpy"}, "torch imports numpy after torch._C"}}},
@@ -163,9 +164,7 @@ struct ImportSetBuilder {
             if (f.path == path) emit(f, name, LoadTime::AtImport, step.note);
           break;
         }
-        case StepType::Import:
-          import(std::string(step.names[0]));
-          break;
+        case StepType::Import: import(std::string(step.names[0])); break;
         case StepType::Cv2Native:
           for (const NativeFile& f : pkg->extension_modules) {
             std::string_view m = f.module;
@@ -175,12 +174,8 @@ struct ImportSetBuilder {
             }
           }
           break;
-        case StepType::NumbaThreading:
-          numba_threading_layer(*pkg);
-          break;
-        case StepType::FaissSwig:
-          faiss_swig(*pkg);
-          break;
+        case StepType::NumbaThreading: numba_threading_layer(*pkg); break;
+        case StepType::FaissSwig: faiss_swig(*pkg); break;
       }
     }
   }
@@ -192,11 +187,16 @@ struct ImportSetBuilder {
   void numba_threading_layer(const ImportedPackage& pkg) {
     std::string layer = host.getenv("NUMBA_THREADING_LAYER").value_or("default");
     std::vector<std::string_view> order;
-    if (layer == "tbb" || layer == "safe") order = {"tbbpool"};
-    else if (layer == "omp") order = {"omppool"};
-    else if (layer == "workqueue") order = {"workqueue"};
-    else if (layer == "threadsafe" || layer == "forksafe") order = {"tbbpool", "omppool"};
-    else order = {"tbbpool", "omppool", "workqueue"};
+    if (layer == "tbb" || layer == "safe")
+      order = {"tbbpool"};
+    else if (layer == "omp")
+      order = {"omppool"};
+    else if (layer == "workqueue")
+      order = {"workqueue"};
+    else if (layer == "threadsafe" || layer == "forksafe")
+      order = {"tbbpool", "omppool"};
+    else
+      order = {"tbbpool", "omppool", "workqueue"};
     std::string note = "first parallel call; NUMBA_THREADING_LAYER=" + layer +
                        (order.size() > 1 ? ": the first candidate that loads wins" : "");
     for (std::string_view o : order)

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "elf/elf.h"
 #include "pyenv/pyenv.h"
@@ -60,8 +60,8 @@ InterpreterChoice choose_interpreter(const host::Host& host,
     if (st.kind != host::FileKind::Regular)
       throw PyenvError("--python " + p + ": " +
                        (st.kind == host::FileKind::Directory ? std::string("is a directory")
-                        : st.error ? errno_text(st.error)
-                                   : std::string("not a regular file")));
+                        : st.error                           ? errno_text(st.error)
+                                                             : std::string("not a regular file")));
     c.path = p;
     c.source = InterpreterSource::Flag;
     c.reason = "--python";
@@ -97,8 +97,9 @@ InterpreterChoice choose_interpreter(const host::Host& host,
     c.reason = "/usr/bin/python3 (no python3 on PATH)";
     return c;
   }
-  throw PyenvError("no Python interpreter: --python not given, $VIRTUAL_ENV and "
-                   "$CONDA_PREFIX unset or without bin/python, no python3 on PATH");
+  throw PyenvError(
+      "no Python interpreter: --python not given, $VIRTUAL_ENV and "
+      "$CONDA_PREFIX unset or without bin/python, no python3 on PATH");
 }
 
 // ─── probing the live interpreter ───────────────────────────────────────────
@@ -304,8 +305,8 @@ PythonFacts parse_probe_answer(std::string_view out, const std::string& who) {
     f.minor = vi.at(1).get<int>();
     f.micro = vi.at(2).get<int>();
     f.release_level = vi.at(3).get<std::string>();
-    f.version = std::to_string(f.major) + "." + std::to_string(f.minor) + "." +
-                std::to_string(f.micro);
+    f.version =
+        std::to_string(f.major) + "." + std::to_string(f.minor) + "." + std::to_string(f.micro);
     f.executable = probe_string(j.at("executable"));
     f.prefix = probe_string(j.at("prefix"));
     f.base_prefix = probe_string(j.at("base_prefix"));
@@ -351,10 +352,12 @@ std::optional<PyvenvCfg> read_pyvenv_cfg(const host::Host& host, const std::stri
       std::string key(trim(line.substr(0, eq)));
       std::transform(key.begin(), key.end(), key.begin(), ::tolower);
       std::string value(trim(line.substr(eq + 1)));
-      if (key == "home") cfg.home = value;
+      if (key == "home")
+        cfg.home = value;
       else if (key == "include-system-site-packages")
         cfg.include_system_site = value == "true" || value == "True";
-      else if (key == "version" || key == "version_info") cfg.version = value;
+      else if (key == "version" || key == "version_info")
+        cfg.version = value;
     }
     return cfg;
   }
@@ -366,10 +369,12 @@ std::optional<std::pair<int, int>> parse_major_minor(std::string_view s) {
   if (s.starts_with("python")) s.remove_prefix(6);
   int major = 0, minor = 0;
   size_t i = 0;
-  while (i < s.size() && isdigit(static_cast<unsigned char>(s[i]))) major = major * 10 + (s[i++] - '0');
+  while (i < s.size() && isdigit(static_cast<unsigned char>(s[i])))
+    major = major * 10 + (s[i++] - '0');
   if (i == 0 || i >= s.size() || s[i] != '.') return std::nullopt;
   size_t j = ++i;
-  while (i < s.size() && isdigit(static_cast<unsigned char>(s[i]))) minor = minor * 10 + (s[i++] - '0');
+  while (i < s.size() && isdigit(static_cast<unsigned char>(s[i])))
+    minor = minor * 10 + (s[i++] - '0');
   if (i == j || minor > 999) return std::nullopt;
   if (i < s.size() && s[i] != '.' && s[i] != 't') return std::nullopt;  // 3.13t: free-threaded
   return std::pair{major, minor};
@@ -416,8 +421,8 @@ void add_site_dir(const host::Host& host, const std::string& dir, PythonFacts& f
         f.unexecuted_pth_imports.push_back({pth, std::string(line.substr(0, 200))});
         continue;
       }
-      std::string entry = host::normalize_path(
-          line.front() == '/' ? std::string(line) : host::join_path(dir, line));
+      std::string entry = host::normalize_path(line.front() == '/' ? std::string(line)
+                                                                   : host::join_path(dir, line));
       if (is_dir(host, entry) &&
           std::find(f.sys_path.begin(), f.sys_path.end(), entry) == f.sys_path.end())
         f.sys_path.push_back(entry);
@@ -434,8 +439,8 @@ PythonFacts infer_from_layout(const host::Host& host, const std::string& python)
   std::string bin_dir = host::dir_name(python);
   std::optional<PyvenvCfg> venv = read_pyvenv_cfg(host, bin_dir);
   f.prefix = venv ? venv->dir : host::dir_name(bin_dir);
-  f.base_prefix = venv && !venv->home.empty() ? host::dir_name(host::normalize_path(venv->home))
-                                              : f.prefix;
+  f.base_prefix =
+      venv && !venv->home.empty() ? host::dir_name(host::normalize_path(venv->home)) : f.prefix;
 
   // The version: pyvenv.cfg, the interpreter's own name or symlink target
   // ("python3.11"), else the only lib/python3.X holding an os.py.
@@ -459,7 +464,8 @@ PythonFacts infer_from_layout(const host::Host& host, const std::string& python)
         if (std::optional<std::pair<int, int>> v = parse_major_minor(n))
           if (is_regular(host, host::join_path(host::join_path(lib, n), "os.py")))
             found.push_back(*v);
-    if (found.size() == 1) mm = found[0];
+    if (found.size() == 1)
+      mm = found[0];
     else if (found.size() > 1)
       throw PyenvError(python + ": several Pythons under " + lib +
                        " and no version in the interpreter's name; use --python with "
@@ -513,8 +519,8 @@ PythonFacts infer_from_layout(const host::Host& host, const std::string& python)
       rest.remove_prefix(colon + 1);
     }
   }
-  f.sys_path.push_back(host::join_path(lib, "python" + std::to_string(f.major) +
-                                                std::to_string(f.minor) + ".zip"));
+  f.sys_path.push_back(
+      host::join_path(lib, "python" + std::to_string(f.major) + std::to_string(f.minor) + ".zip"));
   f.sys_path.push_back(stdlib);
   f.sys_path.push_back(dynload);
 

@@ -31,7 +31,8 @@ const std::vector<KnownPackage>& known_packages() {
         "opencv-contrib-python-headless"}},
       {"numba", {"numba"}},
       {"llvmlite", {"llvmlite"}},
-      {"tensorflow", {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly"}},
+      {"tensorflow",
+       {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly"}},
       {"jax", {"jax"}},
       {"jaxlib", {"jaxlib"}},
       {"mkl", {"mkl-service"}},
@@ -53,8 +54,8 @@ constexpr std::string_view kLibraryOnlyDistributions[] = {
 // Directories inside a package that import never loads native code from.
 bool skipped_dir(std::string_view name) {
   static const std::set<std::string_view> skip = {
-      "__pycache__", "include", "tests", "test", "testing", "share", "docs",
-      "doc", "examples", "benchmarks", "headers", "cmake", "pkgconfig"};
+      "__pycache__", "include",  "tests",      "test",    "testing", "share",    "docs",
+      "doc",         "examples", "benchmarks", "headers", "cmake",   "pkgconfig"};
   return skip.count(name) > 0;
 }
 
@@ -167,12 +168,14 @@ struct PackageScanner {
       } else if (name.ends_with(".abi3.so")) {
         stem = name.substr(0, name.size() - 8);
         extension = true;
-      } else if (size_t tag = name.find(".cpython-"); tag != std::string::npos && name.ends_with(".so")) {
+      } else if (size_t tag = name.find(".cpython-");
+                 tag != std::string::npos && name.ends_with(".so")) {
         stem = name.substr(0, tag);
         extension = true;
         f.loadable_by_interpreter = false;
         problems.push_back({path, "extension module for another Python (" +
-                                      name.substr(tag + 1, name.size() - tag - 4) + "), import skips it"});
+                                      name.substr(tag + 1, name.size() - tag - 4) +
+                                      "), import skips it"});
       } else if (name.ends_with(".so") && name.find('.') == name.size() - 3) {
         stem = name.substr(0, name.size() - 3);
         extension = defines_pyinit(path, stem);
@@ -211,7 +214,8 @@ struct PackageScanner {
     host::FileStat st = host.stat(dir);
     if (st.kind != host::FileKind::Directory) return;
     if (!visited.insert(st.id).second) {
-      problems.push_back({dir, "directory cycle (a symlink back to an enclosing directory); not entered again"});
+      problems.push_back(
+          {dir, "directory cycle (a symlink back to an enclosing directory); not entered again"});
       return;
     }
     const std::vector<std::string>* names = list(dir);
@@ -273,8 +277,10 @@ struct PackageScanner {
           bool regular = false;
           for (const std::string& s : suffixes)
             if (listed_has(dir, "__init__" + s)) regular = true;
-          if (regular) hit = {ImportKind::Package, dir};
-          else if (!found) portions.push_back({dir, entry});
+          if (regular)
+            hit = {ImportKind::Package, dir};
+          else if (!found)
+            portions.push_back({dir, entry});
         }
       }
       if (!hit)
@@ -321,7 +327,8 @@ const Distribution* owning_distribution(const std::vector<Distribution>& dists,
   const Distribution* best = nullptr;
   for (const Distribution& d : dists) {
     if (d.shadowed_by) continue;
-    bool named = std::find(d.top_level.begin(), d.top_level.end(), pkg.import_name) != d.top_level.end();
+    bool named =
+        std::find(d.top_level.begin(), d.top_level.end(), pkg.import_name) != d.top_level.end();
     if (!named && known)
       for (std::string_view k : known->distributions)
         if (d.normalized_name == k) named = true;
@@ -353,7 +360,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
   env.interpreter = std::move(interpreter);
   env.python = std::move(python);
   env.problems = env.python.unexecuted_pth_imports;
-  for (ScanProblem& p : env.problems) p.what = ".pth import line not executed (layout inference): " + p.what;
+  for (ScanProblem& p : env.problems)
+    p.what = ".pth import line not executed (layout inference): " + p.what;
   env.distributions = find_distributions(host, env.python.sys_path, env.problems);
 
   PackageScanner scanner(host, env.python, env.problems);
@@ -390,7 +398,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       std::string want = normalize_distribution_name(*pkg->distribution);
       if (const std::vector<std::string>* names = scanner.list(pkg->site_dir))
         for (const std::string& n : *names)
-          if (n.ends_with(".libs") && normalize_distribution_name(n.substr(0, n.size() - 5)) == want) {
+          if (n.ends_with(".libs") &&
+              normalize_distribution_name(n.substr(0, n.size() - 5)) == want) {
             std::string dir = host::join_path(pkg->site_dir, n);
             attributed_libs_dirs.insert(dir);
             scanner.walk(dir, "", 0, true, visited, files);
@@ -407,7 +416,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
           f.import_name = "nvidia." + component;
           std::string prefix = "nvidia-" + normalize_distribution_name(component);
           for (const Distribution& d : env.distributions)
-            if (!d.shadowed_by && (d.normalized_name == prefix || d.normalized_name.starts_with(prefix + "-cu")))
+            if (!d.shadowed_by &&
+                (d.normalized_name == prefix || d.normalized_name.starts_with(prefix + "-cu")))
               f.distribution = d.name;
         }
       }
@@ -495,7 +505,8 @@ TorchBuild torch_build(const host::Host& host, const Environment& env) {
   const ImportedPackage* t = env.find_package("torch");
   if (!t) return b;
   std::optional<std::string> cuda, version;
-  if (std::optional<std::string> text = host.read_file(host::join_path(t->path, "version.py"), 1 << 16)) {
+  if (std::optional<std::string> text =
+          host.read_file(host::join_path(t->path, "version.py"), 1 << 16)) {
     cuda = line_field(*text, "cuda", '=');
     version = line_field(*text, "__version__", '=');
   }

@@ -292,7 +292,7 @@ enum class LoadTime {
 
 // One dlopen that an import performs, in predicted order.
 struct ImportStep {
-  std::string import_name;  // the import statement's package: "torch"
+  std::string import_name;   // the import statement's package: "torch"
   std::string triggered_by;  // the package whose code performs it ("numpy" inside torch)
   std::string path;          // inside the root
   std::string module;        // dotted extension module name; empty for ctypes loads
@@ -312,8 +312,8 @@ struct ImportStep {
 // a package the table does not know loads its own top-level extension module
 // (a single-file `name<EXT_SUFFIX>`), if it is one.
 // The default list is the usual training-job prologue.
-std::vector<ImportStep> usual_import_set(
-    const Environment& env, const host::Host& host,
-    const std::vector<std::string>& imports = {"torch", "numpy", "cv2", "sklearn", "numba"});
+std::vector<ImportStep> usual_import_set(const Environment& env, const host::Host& host,
+                                         const std::vector<std::string>& imports = {
+                                             "torch", "numpy", "cv2", "sklearn", "numba"});
 
 }  // namespace mld::pyenv

@@ -4,11 +4,13 @@
 // NUMA, /dev/shm, limits, ranks per node, the native-layer variables, the
 // OpenMP runtimes of the import set, torch's starting thread count). One row
 // per line; every value comes from the report's facts.
+#include "render/check-report.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
-#include "render/check-report.h"
+#include "report/report.h"
 
 namespace mld::render {
 
@@ -17,17 +19,20 @@ namespace {
 std::string cpu_row(const hostfacts::CpuFacts& c, std::optional<u32> cores) {
   std::string s;
   if (c.online) s += std::to_string(c.online->size()) + " online";
-  if (cores) s += (s.empty() ? "" : " · ") + std::to_string(*cores) + (*cores == 1 ? " core" : " cores");
+  if (cores)
+    s += (s.empty() ? "" : " · ") + std::to_string(*cores) + (*cores == 1 ? " core" : " cores");
   if (c.affinity)
-    s += (s.empty() ? "" : " · ") + std::string("affinity ") + hostfacts::format_cpu_list(*c.affinity) + " (" +
-         std::to_string(c.affinity->size()) + ")";
+    s += (s.empty() ? "" : " · ") + std::string("affinity ") +
+         hostfacts::format_cpu_list(*c.affinity) + " (" + std::to_string(c.affinity->size()) + ")";
   if (c.quota) {
     char q[64];
     std::snprintf(q, sizeof q, "%.2f", c.quota->cpus());
-    s += (s.empty() ? "" : " · ") + std::string("cgroup v") + std::to_string(c.quota->cgroup_version) + " quota " +
-         q + " CPUs";
+    s += (s.empty() ? "" : " · ") + std::string("cgroup v") +
+         std::to_string(c.quota->cgroup_version) + " quota " + q + " CPUs";
   }
-  if (c.usable) s += (s.empty() ? "" : " · ") + std::string("usable ") + std::to_string(*c.usable) + " (" + c.usable_basis + ")";
+  if (c.usable)
+    s += (s.empty() ? "" : " · ") + std::string("usable ") + std::to_string(*c.usable) + " (" +
+         c.usable_basis + ")";
   return s.empty() ? "unknown" : s;
 }
 
@@ -37,57 +42,74 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
   std::vector<HeaderRow> rows;
   const hostfacts::HostFacts& f = r.facts.host;
   std::string sys = f.os_name ? *f.os_name + " · " : std::string();
-  sys += "Linux " + f.kernel_release.value_or("unknown") + " · glibc " + f.glibc_version.value_or("unknown");
+  sys += "Linux " + f.kernel_release.value_or("unknown") + " · glibc " +
+         f.glibc_version.value_or("unknown");
   if (f.container.detected) sys += " · container: " + f.container.kind;
   rows.push_back({"Host", sys});
   std::string cpus = cpu_row(f.cpu, f.cpuinfo.cores) + (f.cpu_model ? " · " + *f.cpu_model : "");
   // The cores are cpuinfo's (what torch >= 2.4 sizes its pool with); say
   // when they cannot be counted rather than print a guess.
-  if (!f.cpuinfo.unknown.empty() && !f.architecture.empty()) cpus += " · cores unknown: " + f.cpuinfo.unknown;
-  else if (f.cpuinfo.unknown.empty() && !f.cpuinfo.initialised) cpus += " · cpuinfo would fail to initialise";
+  if (!f.cpuinfo.unknown.empty() && !f.architecture.empty())
+    cpus += " · cores unknown: " + f.cpuinfo.unknown;
+  else if (f.cpuinfo.unknown.empty() && !f.cpuinfo.initialised)
+    cpus += " · cpuinfo would fail to initialise";
   rows.push_back({"CPUs", cpus});
   if (!f.numa_nodes.empty()) {
-    std::string n = std::to_string(f.numa_nodes.size()) + " node" + (f.numa_nodes.size() == 1 ? "" : "s");
+    std::string n =
+        std::to_string(f.numa_nodes.size()) + " node" + (f.numa_nodes.size() == 1 ? "" : "s");
     for (const hostfacts::NumaNode& node : f.numa_nodes)
-      n += " · node" + std::to_string(node.id) + " " + (node.cpus ? hostfacts::format_cpu_list(*node.cpus) : "?");
+      n += " · node" + std::to_string(node.id) + " " +
+           (node.cpus ? hostfacts::format_cpu_list(*node.cpus) : "?");
     rows.push_back({"NUMA", n});
   }
   std::string mem = f.memory.total_bytes ? hostfacts::human_bytes(*f.memory.total_bytes) : "?";
-  if (f.memory.available_bytes) mem += " (" + hostfacts::human_bytes(*f.memory.available_bytes) + " available)";
-  mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes) : std::string(f.shm.present ? "?" : "absent"));
+  if (f.memory.available_bytes)
+    mem += " (" + hostfacts::human_bytes(*f.memory.available_bytes) + " available)";
+  mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes)
+                                            : std::string(f.shm.present ? "?" : "absent"));
   if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
   rows.push_back({"Memory", mem});
   auto lim = [](const hostfacts::ResourceLimit& l, bool bytes) {
     if (!l.known) return std::string("?");
-    auto v = [&](u64 x) { return x == hostfacts::kUnlimited ? std::string("unlimited") : bytes ? hostfacts::human_bytes(x) : std::to_string(x); };
+    auto v = [&](u64 x) {
+      return x == hostfacts::kUnlimited ? std::string("unlimited")
+             : bytes                    ? hostfacts::human_bytes(x)
+                                        : std::to_string(x);
+    };
     return l.soft == l.hard ? v(l.soft) : v(l.soft) + " (hard " + v(l.hard) + ")";
   };
-  rows.push_back({"Limits", "memlock " + lim(f.limits.memlock, true) + " · nofile " + lim(f.limits.nofile, false) +
-                                  " · nproc " + lim(f.limits.nproc, false)});
-  rows.push_back({"Ranks", f.ranks_per_node.count ? std::to_string(*f.ranks_per_node.count) + " per node (" +
-                                                          f.ranks_per_node.source + ")"
-                                                    : "1 per node (no launcher variable)"});
+  rows.push_back({"Limits", "memlock " + lim(f.limits.memlock, true) + " · nofile " +
+                                lim(f.limits.nofile, false) + " · nproc " +
+                                lim(f.limits.nproc, false)});
+  rows.push_back({"Ranks", f.ranks_per_node.count
+                               ? std::to_string(*f.ranks_per_node.count) + " per node (" +
+                                     f.ranks_per_node.source + ")"
+                               : "1 per node (no launcher variable)"});
   if (f.nvidia_driver || !f.gpus.empty()) {
-    std::string g = std::to_string(f.gpus.size()) + " · NVIDIA driver " + f.nvidia_driver.value_or("?");
+    std::string g =
+        std::to_string(f.gpus.size()) + " · NVIDIA driver " + f.nvidia_driver.value_or("?");
     std::map<std::string, size_t> models;
     for (const std::string& m : f.gpus) models[m]++;
     for (const auto& [m, n] : models) g += " · " + std::to_string(n) + "× " + m;
     rows.push_back({"GPUs", g});
   } else if (!r.gpu.gpus.empty()) {
-    rows.push_back({"GPUs", std::to_string(r.gpu.gpus.size()) + " on the PCI bus · no NVIDIA kernel module loaded"});
+    rows.push_back({"GPUs", std::to_string(r.gpu.gpus.size()) +
+                                " on the PCI bus · no NVIDIA kernel module loaded"});
   } else {
     rows.push_back({"GPUs", "none visible (no NVIDIA kernel module)"});
   }
 
   if (r.python) {
     const pyenv::Environment& e = *r.python;
-    rows.push_back({"Python", e.python.version + " " + e.python.executable + " (" + e.interpreter.reason + ")" +
-                                    (e.python.in_venv() ? " · venv " + e.python.prefix : "")});
+    rows.push_back({"Python", e.python.version + " " + e.python.executable + " (" +
+                                  e.interpreter.reason + ")" +
+                                  (e.python.in_venv() ? " · venv " + e.python.prefix : "")});
     std::string pk;
     for (const pyenv::ImportedPackage& p : e.packages) {
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + p.version.value_or("?");
       if (p.import_name == "torch" && r.torch_build.build.known)
-        pk += r.torch_build.build.cuda ? " (CUDA " + *r.torch_build.build.cuda + ")" : " (CPU build)";
+        pk +=
+            r.torch_build.build.cuda ? " (CUDA " + *r.torch_build.build.cuda + ")" : " (CPU build)";
     }
     rows.push_back({"Packages", pk.empty() ? "none of the known native packages" : pk});
   } else {
@@ -97,13 +119,14 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
     const check::ImportSimulation& s = *r.imports;
     std::vector<std::string> names;
     for (const pyenv::ImportStep& st : s.steps)
-      if (std::find(names.begin(), names.end(), st.import_name) == names.end()) names.push_back(st.import_name);
+      if (std::find(names.begin(), names.end(), st.import_name) == names.end())
+        names.push_back(st.import_name);
     std::string t;
     for (const std::string& n : names) t += (t.empty() ? "" : ", ") + n;
     size_t live = 0;
     for (const loader::Object& o : s.process.objects) live += !o.removed && !o.faked;
-    t = (t.empty() ? "(nothing to import)" : t) + " → " + std::to_string(s.steps.size()) + " dlopen calls, " +
-        std::to_string(live) + " objects";
+    t = (t.empty() ? "(nothing to import)" : t) + " → " + std::to_string(s.steps.size()) +
+        " dlopen calls, " + std::to_string(live) + " objects";
     std::string omp;
     for (const check::OpenMpRuntime& rt : s.openmp) omp += (omp.empty() ? "" : ", ") + rt.soname;
     t += " · OpenMP: " + (omp.empty() ? std::string("none") : omp);
@@ -114,13 +137,43 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
   }
   if (r.torch_threads.torch) {
     const check::TorchThreads& t = r.torch_threads;
-    rows.push_back({"Threads", t.count ? "torch starts with " + std::to_string(*t.count) + " (" + t.rule + "; " + t.basis + ")"
-                                         : "torch's default unknown: " + t.unknown});
+    rows.push_back({"Threads", t.count ? "torch starts with " + std::to_string(*t.count) + " (" +
+                                             t.rule + "; " + t.basis + ")"
+                                       : "torch's default unknown: " + t.unknown});
   }
   std::string env;
-  for (const hostfacts::EnvVar& v : r.facts.env.variables) env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
+  for (const hostfacts::EnvVar& v : r.facts.env.variables)
+    env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
   rows.push_back({"Env", env.empty() ? "no native-layer variables set" : env});
   return rows;
+}
+
+void print_check_markdown(std::FILE* out, const check::CheckReport& r) {
+  std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
+  for (const auto& [k, v] : check_header(r))
+    std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());
+  std::fprintf(out, "\n");
+  if (r.gpu.gpus.size() >= 2)
+    std::fprintf(out, "```\n%s```\n\n", gpu::topology_matrix_text(r.gpu).c_str());
+  std::vector<const Finding*> all;
+  for (const Finding& f : r.findings) all.push_back(&f);
+  report::print_findings_markdown(out, all);
+}
+
+void print_check_text(std::FILE* out, const check::CheckReport& r, bool color) {
+  for (const auto& [k, v] : check_header(r)) std::fprintf(out, "%-9s %s\n", k.c_str(), v.c_str());
+  if (r.gpu.gpus.size() >= 2) std::fprintf(out, "\n%s", gpu::topology_matrix_text(r.gpu).c_str());
+  std::fprintf(out, "\n");
+  std::vector<const Finding*> all;
+  for (const Finding& f : r.findings) all.push_back(&f);
+  if (all.empty()) std::fprintf(out, "%s no findings\n", color ? "\033[32m✓\033[0m" : "✓");
+  for (const Finding* f : all) report::print_finding(out, *f, report::Style{color, true});
+  std::string summary = report::summary_line(all);
+  if (!summary.empty()) {
+    std::fprintf(out, "\n%s · mldoctor explain %s", summary.c_str(), all.front()->rule.c_str());
+    if (!check::fix_settings(r.findings).empty()) std::fprintf(out, " · eval \"$(mldoctor fix)\"");
+    std::fprintf(out, "\n");
+  }
 }
 
 }  // namespace mld::render

@@ -4,6 +4,7 @@
 // reader in fleet/ (fleet/check-document.cc).
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,5 +16,10 @@ namespace mld::render {
 // ("Host", "Debian GNU/Linux 12 (bookworm) · Linux 6.1 · glibc 2.36"), ...
 using HeaderRow = std::pair<std::string, std::string>;
 std::vector<HeaderRow> check_header(const check::CheckReport& r);
+
+// The whole report: header, GPU topology (two GPUs or more), findings, and
+// the summary line with the next command to run.
+void print_check_text(std::FILE* out, const check::CheckReport& r, bool color);
+void print_check_markdown(std::FILE* out, const check::CheckReport& r);
 
 }  // namespace mld::render

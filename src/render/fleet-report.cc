@@ -3,10 +3,11 @@
 // differences as findings, what is the same everywhere, each node's check
 // findings grouped by the members that share them) and as the
 // mldoctor.fleet/1 document (docs/json-schema.md).
+#include "render/fleet-report.h"
+
 #include <algorithm>
 #include <cstdio>
 
-#include "render/fleet-report.h"
 #include "report/report.h"
 
 namespace mld::render {
@@ -19,7 +20,8 @@ std::vector<NodeFinding> node_findings(const fleet::Comparison& c) {
   for (const fleet::Variant& v : c.groups[g].variants) {
     if (!v.group) continue;
     for (const auto& [key, value] : v.group->values) {
-      auto it = std::find_if(out.begin(), out.end(), [&](const NodeFinding& f) { return f.key == key; });
+      auto it =
+          std::find_if(out.begin(), out.end(), [&](const NodeFinding& f) { return f.key == key; });
       if (it == out.end()) {
         NodeFinding nf;
         nf.key = key;
@@ -45,7 +47,8 @@ std::string rule_of(const std::string& key) { return key.substr(0, key.find(' ')
 
 std::string member_count(const fleet::Observations& obs, size_t n) {
   bool ranks = !obs.members.empty() && obs.members.front().rank;
-  return std::to_string(n) + (ranks ? (n == 1 ? " rank" : " ranks") : (n == 1 ? " report" : " reports"));
+  return std::to_string(n) +
+         (ranks ? (n == 1 ? " rank" : " ranks") : (n == 1 ? " report" : " reports"));
 }
 
 std::string clock_text(double seconds) {
@@ -59,14 +62,17 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs, const Source& src) {
+json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs,
+                     const Source& src) {
   const std::vector<fleet::GroupSpec>& specs = fleet::group_specs();
   json members = json::array();
   for (size_t m = 0; m < obs.members.size(); m++) {
     const fleet::Member& mem = obs.members[m];
-    json j = {{"label", mem.label}, {"node", c.node_of_member[m]}, {"tool_version", mem.tool_version}};
+    json j = {
+        {"label", mem.label}, {"node", c.node_of_member[m]}, {"tool_version", mem.tool_version}};
     if (mem.rank) j["rank"] = *mem.rank;
-    if (m < obs.clock_offset.size() && obs.clock_offset[m]) j["clock_offset_s"] = *obs.clock_offset[m];
+    if (m < obs.clock_offset.size() && obs.clock_offset[m])
+      j["clock_offset_s"] = *obs.clock_offset[m];
     members.push_back(std::move(j));
   }
   json nodes = json::array();
@@ -105,15 +111,16 @@ json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs,
                   {"severity", severity_name(f.severity)},
                   {"message", f.message},
                   {"members", f.members}});
-  json doc = {{"schema", "mldoctor.fleet/1"},
-              {"version", MLD_VERSION},
-              {"source", src.fleet ? "mpi" : "reports"},
-              {"members", members},
-              {"nodes", nodes},
-              {"groups", groups},
-              {"max_clock_offset_s", c.max_clock_offset ? json(*c.max_clock_offset) : json(nullptr)},
-              {"node_findings", nf},
-              {"findings", findings}};
+  json doc = {
+      {"schema", "mldoctor.fleet/1"},
+      {"version", MLD_VERSION},
+      {"source", src.fleet ? "mpi" : "reports"},
+      {"members", members},
+      {"nodes", nodes},
+      {"groups", groups},
+      {"max_clock_offset_s", c.max_clock_offset ? json(*c.max_clock_offset) : json(nullptr)},
+      {"node_findings", nf},
+      {"findings", findings}};
   if (src.bytes)
     doc["protocol"] = {{"digest_bytes", src.bytes->digests},
                        {"plan_bytes", src.bytes->plan},
@@ -123,14 +130,15 @@ json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs,
   return doc;
 }
 
-void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::Observations& obs, const Source& src,
-                      bool markdown, bool color) {
+void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::Observations& obs,
+                      const Source& src, bool markdown, bool color) {
   const std::vector<fleet::GroupSpec>& specs = fleet::group_specs();
   std::string head = std::string(src.fleet ? "mldoctor fleet" : "mldoctor diff") + " · " +
-                     member_count(obs, obs.members.size()) + " on " + std::to_string(c.nodes.size()) +
-                     (c.nodes.size() == 1 ? " node" : " nodes");
+                     member_count(obs, obs.members.size()) + " on " +
+                     std::to_string(c.nodes.size()) + (c.nodes.size() == 1 ? " node" : " nodes");
   if (markdown)
-    std::fprintf(out, "## %s\n\n| node | %s |\n|---|---|\n", head.c_str(), src.fleet ? "ranks" : "reports");
+    std::fprintf(out, "## %s\n\n| node | %s |\n|---|---|\n", head.c_str(),
+                 src.fleet ? "ranks" : "reports");
   else
     std::fprintf(out, "%s\n", head.c_str());
   for (const fleet::Node& n : c.nodes) {
@@ -151,7 +159,8 @@ void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::O
   }
   if (c.tool_versions.size() > 1) {
     std::string v;
-    for (const std::string& t : c.tool_versions) v += (v.empty() ? "" : ", ") + (t.empty() ? "unknown" : t);
+    for (const std::string& t : c.tool_versions)
+      v += (v.empty() ? "" : ", ") + (t.empty() ? "unknown" : t);
     std::fprintf(out, "%sreports written by mldoctor %s\n", markdown ? "\n" : "  ", v.c_str());
   }
   std::fprintf(out, "\n");
@@ -175,29 +184,36 @@ void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::O
     list += (list.empty() ? "" : ", ") + std::string(spec.title);
   }
   const char* bullet = markdown ? "- " : "";
-  if (!same_node.empty()) std::fprintf(out, "%sSame on every node: %s\n", bullet, same_node.c_str());
+  if (!same_node.empty())
+    std::fprintf(out, "%sSame on every node: %s\n", bullet, same_node.c_str());
   if (!same_process.empty())
-    std::fprintf(out, "%sSame in every %s: %s\n", bullet, src.fleet ? "rank" : "report", same_process.c_str());
+    std::fprintf(out, "%sSame in every %s: %s\n", bullet, src.fleet ? "rank" : "report",
+                 same_process.c_str());
   for (const fleet::GroupComparison& gc : c.groups) {
     if (gc.not_recorded.empty()) continue;
     std::string who;
     for (size_t m : gc.not_recorded) {
       who += (who.empty() ? "" : ", ") + obs.members[m].label;
-      if (!obs.members[m].tool_version.empty()) who += " (mldoctor " + obs.members[m].tool_version + ")";
+      if (!obs.members[m].tool_version.empty())
+        who += " (mldoctor " + obs.members[m].tool_version + ")";
     }
-    std::fprintf(out, "%sNot compared for %s: %s, which its report does not record\n", bullet, who.c_str(),
-                 std::string(specs[gc.group].title).c_str());
+    std::fprintf(out, "%sNot compared for %s: %s, which its report does not record\n", bullet,
+                 who.c_str(), std::string(specs[gc.group].title).c_str());
   }
   if (c.max_clock_offset)
-    std::fprintf(out, "%sClocks: nodes at most %s apart\n", bullet, clock_text(*c.max_clock_offset).c_str());
+    std::fprintf(out, "%sClocks: nodes at most %s apart\n", bullet,
+                 clock_text(*c.max_clock_offset).c_str());
   if (src.bytes && src.bytes->reports)
-    std::fprintf(out, "%sGathered %llu bytes of digests and %llu of details (the full reports: %llu bytes)\n",
-                 bullet, static_cast<unsigned long long>(src.bytes->digests),
-                 static_cast<unsigned long long>(src.bytes->details),
-                 static_cast<unsigned long long>(src.bytes->reports));
+    std::fprintf(
+        out,
+        "%sGathered %llu bytes of digests and %llu of details (the full reports: %llu bytes)\n",
+        bullet, static_cast<unsigned long long>(src.bytes->digests),
+        static_cast<unsigned long long>(src.bytes->details),
+        static_cast<unsigned long long>(src.bytes->reports));
 
   std::vector<NodeFinding> nf = node_findings(c);
-  std::fprintf(out, markdown ? "\n### Findings of check on each node\n\n" : "\nFindings of check on each node:\n");
+  std::fprintf(out, markdown ? "\n### Findings of check on each node\n\n"
+                             : "\nFindings of check on each node:\n");
   if (nf.empty()) std::fprintf(out, "%s none\n", markdown ? "-" : " ");
   // Grouped by the members that share them: "every rank" first.
   std::vector<std::vector<size_t>> holder_sets;
@@ -215,7 +231,8 @@ void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::O
     std::fprintf(out, markdown ? "- on %s:\n" : "  on %s:\n", who.c_str());
     for (const NodeFinding& f : nf)
       if (f.members == holders)
-        std::fprintf(out, markdown ? "  - %s `%s` %s\n" : "    %s %s  %s\n", report::severity_mark(f.severity),
+        std::fprintf(out, markdown ? "  - %s `%s` %s\n" : "    %s %s  %s\n",
+                     report::severity_mark(f.severity),
                      markdown ? rule_of(f.key).c_str() : f.message.c_str(),
                      markdown ? f.message.c_str() : rule_of(f.key).c_str());
   }

@@ -20,7 +20,7 @@ struct ProtocolBytes {
   u64 reports = 0;  // what gathering every full report would have moved
 };
 
-struct Source {  // where the reports came from
+struct Source {        // where the reports came from
   bool fleet = false;  // MPI ranks; else saved reports
   std::optional<ProtocolBytes> bytes;
   std::string mpi_library;
@@ -36,8 +36,9 @@ struct NodeFinding {
 };
 
 std::vector<NodeFinding> node_findings(const fleet::Comparison& c);
-nlohmann::json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs, const Source& src);
-void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::Observations& obs, const Source& src,
-                      bool markdown, bool color);
+nlohmann::json comparison_json(const fleet::Comparison& c, const fleet::Observations& obs,
+                               const Source& src);
+void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::Observations& obs,
+                      const Source& src, bool markdown, bool color);
 
 }  // namespace mld::render

@@ -2,22 +2,23 @@
 // `ld.so --list` view with how each object was found, or the dependency
 // tree) and as the objects of mldoctor.libs/1 (docs/json-schema.md); a
 // missing object shows the paths considered, in ld.so's order.
-#include <cstdio>
-
 #include "render/libs-report.h"
+
+#include <cstdio>
 
 namespace mld::render {
 
-using nlohmann::json;
 using loader::How;
 using loader::Object;
 using loader::Process;
+using nlohmann::json;
 
 namespace {
 
 json attempts_json(const std::vector<loader::Attempt>& tried) {
   json a = json::array();
-  for (const loader::Attempt& t : tried) a.push_back({{"path", t.path}, {"source", t.source}, {"outcome", t.outcome}});
+  for (const loader::Attempt& t : tried)
+    a.push_back({{"path", t.path}, {"source", t.source}, {"outcome", t.outcome}});
   return a;
 }
 
@@ -30,7 +31,8 @@ json process_json(const Process& p) {
     json needed = json::array();
     for (const loader::Resolution& r : o.needed) {
       json n = {{"name", r.name}, {"how", std::string(loader::how_name(r.how))}};
-      n["path"] = r.object && !p.objects[*r.object].faked ? json(p.objects[*r.object].path) : json(nullptr);
+      n["path"] =
+          r.object && !p.objects[*r.object].faked ? json(p.objects[*r.object].path) : json(nullptr);
       if (!r.via.empty()) n["via"] = r.via;
       if (!r.tried.empty()) n["tried"] = attempts_json(r.tried);
       needed.push_back(std::move(n));
@@ -61,8 +63,8 @@ void print_considered(std::FILE* out, const loader::Resolution& r, const std::st
   if (r.tried.empty()) std::fprintf(out, "%s  (none)\n", indent.c_str());
   for (size_t i = 0; i < r.tried.size(); i++) {
     const loader::Attempt& a = r.tried[i];
-    std::fprintf(out, "%s  %zu. %s: %s (%s)\n", indent.c_str(), i + 1, a.source.c_str(), a.path.c_str(),
-                 a.outcome.c_str());
+    std::fprintf(out, "%s  %zu. %s: %s (%s)\n", indent.c_str(), i + 1, a.source.c_str(),
+                 a.path.c_str(), a.outcome.c_str());
   }
 }
 
@@ -108,14 +110,13 @@ void print_tree_node(std::FILE* out, const Process& p, size_t idx, const std::st
     }
     const Object& d = p.objects[*r.object];
     bool again = shown[*r.object];
-    std::fprintf(out, "%s%s %s %s%s\n", branch.c_str(), r.name.c_str(), provenance(r).c_str(), d.path.c_str(),
-                 again && !d.needed.empty() ? " (dependencies shown above)" : "");
+    std::fprintf(out, "%s%s %s %s%s\n", branch.c_str(), r.name.c_str(), provenance(r).c_str(),
+                 d.path.c_str(), again && !d.needed.empty() ? " (dependencies shown above)" : "");
     if (!again) {
       shown[*r.object] = true;
       print_tree_node(out, p, *r.object, next, shown);
     }
   }
 }
-
 
 }  // namespace mld::render

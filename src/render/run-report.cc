@@ -2,10 +2,10 @@
 // process: its images, objects, runtimes, failed loads, thread-count calls,
 // environment changes, forks) and its JSON document, mldoctor.run/1
 // (docs/json-schema.md).
+#include "render/run-report.h"
+
 #include <csignal>
 #include <cstring>
-
-#include "render/run-report.h"
 
 namespace mld::render {
 
@@ -26,11 +26,13 @@ std::string status_text(const run::LaunchResult& r) {
   if (!r.started) return "did not start: " + r.error;
   if (!r.status.known) return "unknown (" + r.error + ")";
   if (r.status.signaled)
-    return "killed by " + signal_text(r.status.code) + (r.status.core_dumped ? " (core dumped)" : "");
+    return "killed by " + signal_text(r.status.code) +
+           (r.status.core_dumped ? " (core dumped)" : "");
   return "exit " + std::to_string(r.status.code);
 }
 
-void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p, const std::string& indent) {
+void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p,
+                   const std::string& indent) {
   std::string cmd;
   if (!p.images.empty()) cmd = run::command_line(p.images.back().argv, 120);
   std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
@@ -40,12 +42,14 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
     std::fprintf(out, "%s  exec'd from %s\n", indent.c_str(), p.images[i].exe.c_str());
   size_t dl = 0;
   for (const run::LoadedObject& o : p.objects) dl += o.kind != run::LoadKind::Startup;
-  std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(), p.objects.size(), dl);
+  std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(),
+               p.objects.size(), dl);
   for (const run::LoadedObject& o : p.objects) {
     const std::string b = base(o.path);
     const loader::OpenMpKind kind = run::openmp_runtime_kind(o);
-    std::string what = kind != loader::OpenMpKind::None              ? std::string(loader::openmp_kind_name(kind))
-                       : o.runtime == "mkl" || b.starts_with("libmkl_rt") ? "MKL"
+    std::string what = kind != loader::OpenMpKind::None
+                           ? std::string(loader::openmp_kind_name(kind))
+                       : o.runtime == "mkl" || b.starts_with("libmkl_rt")        ? "MKL"
                        : o.runtime == "openblas" || b.starts_with("libopenblas") ? "OpenBLAS"
                                                                                  : "";
     if (what.empty() || o.removed_by_failure) continue;
@@ -56,35 +60,41 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
   }
   for (const run::FailedLoad& f : p.failed) {
     std::string how = f.removed.empty() ? "not found" : "failed after mapping";
-    std::fprintf(out, "%s  failed %s %s (%s%s)%s%s\n", indent.c_str(), std::string(run::load_kind_name(f.kind)).c_str(),
-                 f.name.c_str(), how.c_str(), f.requester.empty() ? "" : (", by " + base(f.requester)).c_str(),
+    std::fprintf(out, "%s  failed %s %s (%s%s)%s%s\n", indent.c_str(),
+                 std::string(run::load_kind_name(f.kind)).c_str(), f.name.c_str(), how.c_str(),
+                 f.requester.empty() ? "" : (", by " + base(f.requester)).c_str(),
                  f.message.empty() ? "" : ": ", f.message.c_str());
   }
   for (const run::ThreadCall& c : p.thread_calls) {
-    std::string change = c.result ? " -> " + std::to_string(*c.result)
-                                  : " (" + (c.before ? std::to_string(*c.before) : std::string("?")) + " -> " +
-                                        (c.after ? std::to_string(*c.after) : std::string("?")) + ")";
-    std::fprintf(out, "%s  %s(%lld)%s from %s into %s\n", indent.c_str(), c.fn.c_str(), c.value, change.c_str(),
-                 base(c.caller).c_str(), base(c.runtime).c_str());
+    std::string change =
+        c.result ? " -> " + std::to_string(*c.result)
+                 : " (" + (c.before ? std::to_string(*c.before) : std::string("?")) + " -> " +
+                       (c.after ? std::to_string(*c.after) : std::string("?")) + ")";
+    std::fprintf(out, "%s  %s(%lld)%s from %s into %s\n", indent.c_str(), c.fn.c_str(), c.value,
+                 change.c_str(), base(c.caller).c_str(), base(c.runtime).c_str());
   }
   for (const run::EnvChange& e : p.env_changes)
-    std::fprintf(out, "%s  %s %s%s%s from %s\n", indent.c_str(), e.op.c_str(), e.name.c_str(), e.value ? "=" : "",
-                 e.value ? e.value->c_str() : "", base(e.caller).c_str());
+    std::fprintf(out, "%s  %s %s%s%s from %s\n", indent.c_str(), e.op.c_str(), e.name.c_str(),
+                 e.value ? "=" : "", e.value ? e.value->c_str() : "", base(e.caller).c_str());
   for (const run::ForkEvent& f : p.forks)
-    std::fprintf(out, "%s  fork -> pid %ld with %ld threads%s\n", indent.c_str(), f.child, f.threads,
-                 f.openmp.empty() ? "" : (" after OpenMP (" + base(f.openmp.front()) + ") was loaded").c_str());
+    std::fprintf(
+        out, "%s  fork -> pid %ld with %ld threads%s\n", indent.c_str(), f.child, f.threads,
+        f.openmp.empty() ? ""
+                         : (" after OpenMP (" + base(f.openmp.front()) + ") was loaded").c_str());
   for (const run::RuntimeState& r : p.runtimes)
     if (r.threads)
-      std::fprintf(out, "%s  at exit %s: %lld threads%s\n", indent.c_str(), base(r.path).c_str(), *r.threads,
-                   r.config.empty() ? "" : (" (" + r.config + ")").c_str());
-  if (p.bad_lines) std::fprintf(out, "%s  %llu event lines unreadable (cut by a crash?)\n", indent.c_str(),
-                                static_cast<unsigned long long>(p.bad_lines));
+      std::fprintf(out, "%s  at exit %s: %lld threads%s\n", indent.c_str(), base(r.path).c_str(),
+                   *r.threads, r.config.empty() ? "" : (" (" + r.config + ")").c_str());
+  if (p.bad_lines)
+    std::fprintf(out, "%s  %llu event lines unreadable (cut by a crash?)\n", indent.c_str(),
+                 static_cast<unsigned long long>(p.bad_lines));
 }
 
 json process_json(const run::TracedProcess& p) {
   json images = json::array();
   for (const run::Image& im : p.images)
-    images.push_back({{"exe", repair_utf8(im.exe)}, {"argv", im.argv}, {"ppid", im.ppid}, {"glibc", im.glibc}});
+    images.push_back(
+        {{"exe", repair_utf8(im.exe)}, {"argv", im.argv}, {"ppid", im.ppid}, {"glibc", im.glibc}});
   json objects = json::array();
   for (const run::LoadedObject& o : p.objects)
     objects.push_back({{"path", repair_utf8(o.path)},
@@ -104,7 +114,10 @@ json process_json(const run::TracedProcess& p) {
                       {"message", repair_utf8(f.message)}});
   json calls = json::array();
   for (const run::ThreadCall& c : p.thread_calls) {
-    json j = {{"fn", c.fn}, {"value", c.value}, {"caller", repair_utf8(c.caller)}, {"runtime", repair_utf8(c.runtime)}};
+    json j = {{"fn", c.fn},
+              {"value", c.value},
+              {"caller", repair_utf8(c.caller)},
+              {"runtime", repair_utf8(c.runtime)}};
     j["before"] = c.before ? json(*c.before) : json(nullptr);
     j["after"] = c.after ? json(*c.after) : json(nullptr);
     if (c.result) j["result"] = *c.result;
@@ -112,18 +125,24 @@ json process_json(const run::TracedProcess& p) {
   }
   json env = json::array();
   for (const run::EnvChange& e : p.env_changes)
-    env.push_back({{"op", e.op}, {"name", e.name}, {"value", e.value ? json(repair_utf8(*e.value)) : json(nullptr)},
+    env.push_back({{"op", e.op},
+                   {"name", e.name},
+                   {"value", e.value ? json(repair_utf8(*e.value)) : json(nullptr)},
                    {"caller", repair_utf8(e.caller)}});
   json forks = json::array();
   for (const run::ForkEvent& f : p.forks)
     forks.push_back({{"child", f.child}, {"threads", f.threads}, {"openmp", f.openmp}});
   json runtimes = json::array();
   for (const run::RuntimeState& r : p.runtimes)
-    runtimes.push_back({{"path", repair_utf8(r.path)}, {"kind", r.kind},
-                        {"threads", r.threads ? json(*r.threads) : json(nullptr)}, {"config", r.config}});
-  json j = {{"pid", p.pid},           {"images", images}, {"objects", objects},  {"failed_loads", failed},
-            {"thread_calls", calls},  {"env_changes", env}, {"forks", forks},     {"runtimes_at_exit", runtimes},
-            {"exited", p.exited},     {"unreadable_lines", p.bad_lines}};
+    runtimes.push_back({{"path", repair_utf8(r.path)},
+                        {"kind", r.kind},
+                        {"threads", r.threads ? json(*r.threads) : json(nullptr)},
+                        {"config", r.config}});
+  json j = {{"pid", p.pid},          {"images", images},
+            {"objects", objects},    {"failed_loads", failed},
+            {"thread_calls", calls}, {"env_changes", env},
+            {"forks", forks},        {"runtimes_at_exit", runtimes},
+            {"exited", p.exited},    {"unreadable_lines", p.bad_lines}};
   j["forked_from"] = p.forked_from ? json(*p.forked_from) : json(nullptr);
   return j;
 }

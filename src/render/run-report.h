@@ -15,7 +15,8 @@ std::string signal_text(int sig);
 // "exit 1", "killed by SIGSEGV (core dumped)", "did not start: ..."
 std::string status_text(const run::LaunchResult& r);
 // One traced process, indented, for the text report.
-void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p, const std::string& indent);
+void print_process(std::FILE* out, const host::Host& host, const run::TracedProcess& p,
+                   const std::string& indent);
 // One traced process of mldoctor.run/1.
 nlohmann::json process_json(const run::TracedProcess& p);
 

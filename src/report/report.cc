@@ -20,7 +20,9 @@ struct Colours {
 
 Colours colours_for(Severity s, const Style& style) {
   if (!style.color) return {};
-  const char* on = s == Severity::Error ? "\033[31m" : s == Severity::Warning ? "\033[33m" : "\033[36m";
+  const char* on = s == Severity::Error     ? "\033[31m"
+                   : s == Severity::Warning ? "\033[33m"
+                                            : "\033[36m";
   return {on, "\033[2m", "\033[1m", "\033[0m"};
 }
 
@@ -37,7 +39,8 @@ std::string occurrences_text(const Finding& f) {
         }
     }
   }
-  if (f.ranks.size() > 1) out += (out.empty() ? "" : ", ") + std::string("ranks ") + format_ranges(f.ranks);
+  if (f.ranks.size() > 1)
+    out += (out.empty() ? "" : ", ") + std::string("ranks ") + format_ranges(f.ranks);
   return out;
 }
 
@@ -68,8 +71,8 @@ const char* severity_mark(Severity s) {
 
 void print_finding(std::FILE* out, const Finding& f, const Style& style) {
   Colours c = colours_for(f.severity, style);
-  std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(f.severity), c.off, f.message.c_str(), c.dim,
-               f.rule.c_str(), c.off);
+  std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(f.severity), c.off,
+               f.message.c_str(), c.dim, f.rule.c_str(), c.off);
   for (const Evidence& e : f.evidence) {
     // grep's convention: "file:line:" for evidence, "file:line-" for context.
     std::string where;
@@ -119,8 +122,8 @@ std::string summary_line(const std::vector<const Finding*>& findings) {
 }
 
 size_t count_at_or_above(const std::vector<const Finding*>& findings, Severity fail_on) {
-  return static_cast<size_t>(
-      std::count_if(findings.begin(), findings.end(), [&](const Finding* f) { return f->severity >= fail_on; }));
+  return static_cast<size_t>(std::count_if(
+      findings.begin(), findings.end(), [&](const Finding* f) { return f->severity >= fail_on; }));
 }
 
 nlohmann::json finding_json(const Finding& f) {
@@ -132,10 +135,10 @@ nlohmann::json finding_json(const Finding& f) {
     if (e.context) j["context"] = true;
     evidence.push_back(std::move(j));
   }
-  nlohmann::json j = {{"rule", f.rule},         {"severity", severity_name(f.severity)},
-                      {"subject", f.subject},   {"message", f.message},
-                      {"evidence", evidence},   {"fix", f.fix},
-                      {"env_fix", f.env_fix},   {"count", f.count}};
+  nlohmann::json j = {{"rule", f.rule},       {"severity", severity_name(f.severity)},
+                      {"subject", f.subject}, {"message", f.message},
+                      {"evidence", evidence}, {"fix", f.fix},
+                      {"env_fix", f.env_fix}, {"count", f.count}};
   if (f.last_line) j["last_line"] = *f.last_line;
   if (!f.ranks.empty()) j["ranks"] = f.ranks;
   return j;
@@ -147,7 +150,8 @@ void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& 
     return;
   }
   for (const Finding* f : findings) {
-    std::fprintf(out, "### %s `%s` %s\n\n", severity_mark(f->severity), f->rule.c_str(), f->message.c_str());
+    std::fprintf(out, "### %s `%s` %s\n\n", severity_mark(f->severity), f->rule.c_str(),
+                 f->message.c_str());
     bool any = false;
     for (const Evidence& e : f->evidence) {
       if (!any) std::fprintf(out, "```\n");
@@ -170,14 +174,15 @@ void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& 
 
 void print_rule_line(std::FILE* out, const rules::Rule& r, const Style& style) {
   Colours c = colours_for(r.severity, style);
-  std::fprintf(out, "%-8s %s%-7s%s %s%s\n", r.id.c_str(), c.on, std::string(severity_name(r.severity)).c_str(), c.off,
-               r.title.c_str(), r.builtin ? "" : "  (user rule)");
+  std::fprintf(out, "%-8s %s%-7s%s %s%s\n", r.id.c_str(), c.on,
+               std::string(severity_name(r.severity)).c_str(), c.off, r.title.c_str(),
+               r.builtin ? "" : "  (user rule)");
 }
 
 void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
   Colours c = colours_for(r.severity, style);
-  std::fprintf(out, "%s%s%s  %s%s%s  (%s)\n\n", c.bold, r.id.c_str(), c.off, c.on, r.title.c_str(), c.off,
-               std::string(severity_name(r.severity)).c_str());
+  std::fprintf(out, "%s%s%s  %s%s%s  (%s)\n\n", c.bold, r.id.c_str(), c.off, c.on, r.title.c_str(),
+               c.off, std::string(severity_name(r.severity)).c_str());
   print_wrapped_block(out, trim(r.explanation), "  ");
   std::fprintf(out, "\n%sFix%s\n", c.bold, c.off);
   if (!r.fix.text.empty()) print_wrapped_block(out, trim(r.fix.text), "  ");
@@ -190,9 +195,11 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
   if (!r.signatures.empty()) {
     std::fprintf(out, "\n%sRecognised in logs by%s\n", c.bold, c.off);
     for (const rules::Signature& s : r.signatures)
-      std::fprintf(out, "  %s%s\n", s.pattern.c_str(), s.at_end ? "   (as the log's last line)" : "");
+      std::fprintf(out, "  %s%s\n", s.pattern.c_str(),
+                   s.at_end ? "   (as the log's last line)" : "");
   } else if (!r.detector.empty()) {
-    std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off, r.detector.c_str());
+    std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off,
+                 r.detector.c_str());
   }
   std::fprintf(out, "\n%sReferences%s\n", c.bold, c.off);
   for (const std::string& ref : r.references) std::fprintf(out, "  %s\n", ref.c_str());
@@ -208,13 +215,14 @@ nlohmann::json rule_json(const rules::Rule& r) {
     if (s.case_insensitive) j["case_insensitive"] = true;
     sigs.push_back(std::move(j));
   }
-  nlohmann::json j = {{"id", r.id},
-                      {"severity", severity_name(r.severity)},
-                      {"title", r.title},
-                      {"explanation", trim(r.explanation)},
-                      {"fix", {{"text", trim(r.fix.text)}, {"env", r.fix.env}, {"commands", r.fix.commands}}},
-                      {"references", r.references},
-                      {"builtin", r.builtin}};
+  nlohmann::json j = {
+      {"id", r.id},
+      {"severity", severity_name(r.severity)},
+      {"title", r.title},
+      {"explanation", trim(r.explanation)},
+      {"fix", {{"text", trim(r.fix.text)}, {"env", r.fix.env}, {"commands", r.fix.commands}}},
+      {"references", r.references},
+      {"builtin", r.builtin}};
   if (!r.detector.empty()) j["detector"] = r.detector;
   if (!sigs.empty()) j["signatures"] = sigs;
   if (!r.replaces.empty()) j["replaces"] = r.replaces;
@@ -230,12 +238,14 @@ std::string rules_markdown(const rules::RuleSet& rules) {
       "| id | severity | title | found by |\n|---|---|---|---|\n";
   for (const rules::Rule& r : rules.all()) {
     if (r.withdrawn) continue;
-    out += fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity), r.title,
-                       r.signatures.empty() ? "`" + r.detector + "`" : std::string("logs"));
+    out +=
+        fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity),
+                    r.title, r.signatures.empty() ? "`" + r.detector + "`" : std::string("logs"));
   }
   for (const rules::Rule& r : rules.all()) {
-    out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title, severity_name(r.severity),
-                       r.withdrawn ? " · withdrawn" : "", trim(r.explanation));
+    out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title,
+                       severity_name(r.severity), r.withdrawn ? " · withdrawn" : "",
+                       trim(r.explanation));
     if (!r.fix.text.empty()) out += trim(r.fix.text) + "\n\n";
     if (!r.fix.env.empty()) {
       out += "```sh\nexport";
@@ -253,7 +263,9 @@ std::string rules_markdown(const rules::RuleSet& rules) {
         std::string p = s.pattern;
         std::replace(p.begin(), p.end(), '`', '\'');
         out += fmt::format("- `{}`{}{}\n", p, s.at_end ? " — only as the log's last line" : "",
-                           s.followed_by.empty() ? "" : fmt::format(" — with a following `{}` line", s.followed_by));
+                           s.followed_by.empty()
+                               ? ""
+                               : fmt::format(" — with a following `{}` line", s.followed_by));
       }
       out += "\n";
     } else if (!r.detector.empty()) {
@@ -265,6 +277,8 @@ std::string rules_markdown(const rules::RuleSet& rules) {
   return out;
 }
 
-void print_error(const std::string& what) { std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str()); }
+void print_error(const std::string& what) {
+  std::fprintf(stderr, "mldoctor: error: %s\n", what.c_str());
+}
 
 }  // namespace mld::report

@@ -5,15 +5,14 @@
 #include "rules/rules.h"
 
 #include <dirent.h>
-
-#include <cerrno>
-#include <cstdio>
+#include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace mld::rules {
 namespace {
@@ -38,7 +37,8 @@ std::string stem_of(std::string_view origin) {
 // the key it reads instead of stopping at the first problem.
 class Reader {
  public:
-  Reader(std::string_view origin, std::vector<RuleError>& errors) : origin_(origin), errors_(errors) {}
+  Reader(std::string_view origin, std::vector<RuleError>& errors)
+      : origin_(origin), errors_(errors) {}
 
   void problem(std::string message) {
     errors_.push_back({origin_, std::move(message)});
@@ -55,7 +55,8 @@ class Reader {
     }
   }
 
-  std::string string(const toml::table& t, std::string_view key, bool required, std::string_view where) {
+  std::string string(const toml::table& t, std::string_view key, bool required,
+                     std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) {
       if (required) problem(std::string(where) + "missing '" + std::string(key) + "'");
@@ -74,7 +75,8 @@ class Reader {
     return false;
   }
 
-  std::vector<std::string> strings(const toml::table& t, std::string_view key, std::string_view where) {
+  std::vector<std::string> strings(const toml::table& t, std::string_view key,
+                                   std::string_view where) {
     std::vector<std::string> out;
     const toml::node* n = t.get(key);
     if (!n) return out;
@@ -99,7 +101,8 @@ class Reader {
     if (!n) return;
     const toml::array* a = n->as_array();
     if (!a) {
-      problem("'" + std::string(key) + "' must be an array of tables ([[" + std::string(key) + "]])");
+      problem("'" + std::string(key) + "' must be an array of tables ([[" + std::string(key) +
+              "]])");
       return;
     }
     size_t i = 0;
@@ -139,7 +142,8 @@ size_t non_ascii_outside_strings(std::string_view t) {
           i += 2;
           continue;
         }
-        if (t[i] == c && (!multi || t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''"))) {
+        if (t[i] == c &&
+            (!multi || t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''"))) {
           i += open;
           // A multi-line string may end with up to two more quotes.
           while (multi && i < t.size() && t[i] == c) i++;
@@ -167,7 +171,8 @@ Example read_example(Reader& r, const toml::table& t, std::string_view where, bo
     e.source = r.string(t, "source", true, where);
   else
     e.why = r.string(t, "why", true, where);
-  if (e.log.find_first_not_of(" \t\r\n") == std::string::npos) r.problem(std::string(where) + "empty log");
+  if (e.log.find_first_not_of(" \t\r\n") == std::string::npos)
+    r.problem(std::string(where) + "empty log");
   return e;
 }
 
@@ -176,9 +181,11 @@ Example read_example(Reader& r, const toml::table& t, std::string_view where, bo
 std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
                                std::vector<RuleError>& errors) {
   if (size_t bad = non_ascii_outside_strings(text); bad != std::string_view::npos) {
-    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
-    errors.push_back({std::string(origin), "line " + std::to_string(line) +
-                                               ": a non-ASCII character outside a string or comment"});
+    size_t line = 1 + static_cast<size_t>(
+                          std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
+    errors.push_back(
+        {std::string(origin),
+         "line " + std::to_string(line) + ": a non-ASCII character outside a string or comment"});
     return std::nullopt;
   }
   toml::table doc;
@@ -193,8 +200,9 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   Reader r(origin, errors);
   Rule rule;
   rule.origin = std::string(origin);
-  r.only_keys(doc, {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix", "detector", "replaces",
-                    "signature", "example", "negative", "withdrawn"},
+  r.only_keys(doc,
+              {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix",
+               "detector", "replaces", "signature", "example", "negative", "withdrawn"},
               "");
   rule.id = r.string(doc, "id", true, "");
   if (!rule.id.empty()) {
@@ -217,13 +225,15 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       r.problem("escalated_severity '" + escalated + "' is not error, warning or info");
   }
   rule.title = r.string(doc, "title", true, "");
-  if (!rule.title.empty() && (rule.title.back() == '.' || rule.title.find('\n') != std::string::npos))
+  if (!rule.title.empty() &&
+      (rule.title.back() == '.' || rule.title.find('\n') != std::string::npos))
     r.problem("title must be one line without a final period");
   rule.explanation = r.string(doc, "explanation", true, "");
   rule.references = r.strings(doc, "references", "");
   if (rule.references.empty()) r.problem("at least one reference is required");
   for (const std::string& ref : rule.references)
-    if (!ref.starts_with("https://") && !ref.starts_with("http://")) r.problem("reference is not a URL: " + ref);
+    if (!ref.starts_with("https://") && !ref.starts_with("http://"))
+      r.problem("reference is not a URL: " + ref);
   rule.withdrawn = r.boolean(doc, "withdrawn", "");
   rule.detector = r.string(doc, "detector", false, "");
   rule.replaces = r.strings(doc, "replaces", "");
@@ -248,7 +258,9 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
 
   r.tables(doc, "signature", [&](const toml::table& t, const std::string& where) {
     Signature s;
-    r.only_keys(t, {"pattern", "message", "subject", "case_insensitive", "followed_by", "within", "at_end"}, where);
+    r.only_keys(
+        t, {"pattern", "message", "subject", "case_insensitive", "followed_by", "within", "at_end"},
+        where);
     s.pattern = r.string(t, "pattern", true, where);
     s.message = r.string(t, "message", false, where);
     s.subject = r.string(t, "subject", false, where);
@@ -262,7 +274,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       else
         s.within = static_cast<u32>(i->get());
     }
-    if (s.at_end && !s.followed_by.empty()) r.problem(where + "an at_end signature cannot have followed_by");
+    if (s.at_end && !s.followed_by.empty())
+      r.problem(where + "an at_end signature cannot have followed_by");
     if (s.pattern.find('\n') != std::string::npos) r.problem(where + "a pattern never spans lines");
     rule.signatures.push_back(std::move(s));
   });
@@ -282,8 +295,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
     }
   }
   for (const Example& e : rule.examples)
-    if (!e.source.empty() &&
-        std::find(rule.references.begin(), rule.references.end(), e.source) == rule.references.end())
+    if (!e.source.empty() && std::find(rule.references.begin(), rule.references.end(), e.source) ==
+                                 rule.references.end())
       r.problem("example source is not among the references: " + e.source);
   for (const std::string& id : rule.replaces)
     if (!valid_id(id) || id == rule.id) r.problem("replaces names an invalid id: " + id);
@@ -329,7 +342,8 @@ const RuleSet& RuleSet::builtin() {
     // The build's rule test rejects invalid builtin rules; a broken one here
     // means a binary built without running it. Say so, keep the valid ones.
     for (const RuleError& e : errors)
-      std::fprintf(stderr, "mldoctor: internal error: builtin rule %s: %s\n", e.origin.c_str(), e.message.c_str());
+      std::fprintf(stderr, "mldoctor: internal error: builtin rule %s: %s\n", e.origin.c_str(),
+                   e.message.c_str());
     return s;
   }();
   return set;
@@ -351,7 +365,8 @@ RuleSet RuleSet::builtin_subset(const std::vector<std::string>& ids) {
   return s;
 }
 
-RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& errors, bool with_builtin) {
+RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& errors,
+                               bool with_builtin) {
   RuleSet s = with_builtin ? builtin() : RuleSet();
   DIR* d = opendir(dir.c_str());
   if (!d) {
@@ -388,7 +403,8 @@ std::string render_template(std::string_view tmpl, const std::vector<std::string
   std::string out;
   out.reserve(tmpl.size() + 32);
   for (size_t i = 0; i < tmpl.size(); i++) {
-    if (tmpl[i] == '{' && i + 2 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9' && tmpl[i + 2] == '}') {
+    if (tmpl[i] == '{' && i + 2 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9' &&
+        tmpl[i + 2] == '}') {
       size_t n = static_cast<size_t>(tmpl[i + 1] - '0');
       if (n < captures.size()) {
         out += captures[n];
@@ -450,7 +466,8 @@ void drop_replaced(std::vector<Finding>& findings, const RuleSet& rules) {
     if (log_finding) continue;  // the scanner applied it on the line already
     if (const Rule* r = rules.find(f.rule)) hidden.insert(r->replaces.begin(), r->replaces.end());
   }
-  if (!hidden.empty()) std::erase_if(findings, [&](const Finding& f) { return hidden.count(f.rule) > 0; });
+  if (!hidden.empty())
+    std::erase_if(findings, [&](const Finding& f) { return hidden.count(f.rule) > 0; });
 }
 
 void complete_from_rule(Finding& f, const RuleSet& rules) {

@@ -16,45 +16,45 @@
 namespace mld::rules {
 
 struct Signature {
-  std::string pattern;       // Vectorscan/PCRE2 common subset
-  std::string message;       // template with {N} capture references, or empty
-  std::string subject;       // template; empty: the rendered message
+  std::string pattern;  // Vectorscan/PCRE2 common subset
+  std::string message;  // template with {N} capture references, or empty
+  std::string subject;  // template; empty: the rendered message
   bool case_insensitive = false;
-  std::string followed_by;   // a later line attached as evidence, or empty
-  u32 within = 20;           // lines after the match in which followed_by may come
-  bool at_end = false;       // only when the log ends with this line (a stall)
+  std::string followed_by;  // a later line attached as evidence, or empty
+  u32 within = 20;          // lines after the match in which followed_by may come
+  bool at_end = false;      // only when the log ends with this line (a stall)
 };
 
 struct Example {
-  std::string log;           // one or more lines
-  std::string source;        // positive examples: where it was seen
-  std::string why;           // negatives: why it must not match
+  std::string log;     // one or more lines
+  std::string source;  // positive examples: where it was seen
+  std::string why;     // negatives: why it must not match
 };
 
 struct Fix {
-  std::string text;                   // Markdown
-  std::vector<std::string> env;       // "NAME=value"
+  std::string text;              // Markdown
+  std::vector<std::string> env;  // "NAME=value"
   std::vector<std::string> commands;
 };
 
 struct Rule {
-  std::string id;            // "OMP010"
+  std::string id;  // "OMP010"
   Severity severity = Severity::Warning;
   // Fact rules: the severity when the detector reports the rule's escalation
   // condition (written in the explanation), e.g. OMP001's abort.
   std::optional<Severity> escalated_severity;
   std::string title;
-  std::string explanation;   // Markdown
+  std::string explanation;  // Markdown
   std::vector<std::string> references;
   Fix fix;
-  std::string detector;      // fact-based rules
+  std::string detector;               // fact-based rules
   std::vector<Signature> signatures;  // log rules
   std::vector<std::string> replaces;  // more generic rules this one hides on a line
   std::vector<Example> examples;
   std::vector<Example> negatives;
   bool withdrawn = false;
   bool builtin = false;
-  std::string origin;        // "rules/OMP010.toml" or the user's file path
+  std::string origin;  // "rules/OMP010.toml" or the user's file path
 
   // `other` is one of the rules this one replaces.
   bool explains(std::string_view other) const;
@@ -80,7 +80,8 @@ class RuleSet {
   // Builtin rules (unless `with_builtin` is false) plus every *.toml directly
   // in `dir` (a user's rules). A user rule reusing a builtin id, or an
   // invalid file, is an error.
-  static RuleSet with_user_dir(const std::string& dir, std::vector<RuleError>& errors, bool with_builtin = true);
+  static RuleSet with_user_dir(const std::string& dir, std::vector<RuleError>& errors,
+                               bool with_builtin = true);
 
   // Only the builtin rules with these ids (parsing one is a fraction of a
   // millisecond, all of them several): for commands that complete a few

@@ -76,7 +76,8 @@ std::string process_name(const TracedProcess& p) {
 loader::OpenMpKind openmp_runtime_kind(const LoadedObject& o) {
   if (o.runtime == "gnu-openmp") return loader::OpenMpKind::Gnu;
   if (o.runtime == "kmp-openmp")
-    return o.path.find("iomp") != std::string::npos ? loader::OpenMpKind::Intel : loader::OpenMpKind::Llvm;
+    return o.path.find("iomp") != std::string::npos ? loader::OpenMpKind::Intel
+                                                    : loader::OpenMpKind::Llvm;
   if (!o.runtime.empty()) return loader::OpenMpKind::None;  // MKL, OpenBLAS
   loader::Object named;
   named.path = o.path;
@@ -90,14 +91,16 @@ detect::OpenMpProcess openmp_facts(const TracedProcess& p, const AnalysisContext
   detect::OpenMpProcess out;
   out.observed = true;
   out.process = process_name(p);
-  out.aborted = ctx.status && ctx.status->signaled && ctx.status->code == 6 && p.pid == ctx.child_pid;
+  out.aborted =
+      ctx.status && ctx.status->signaled && ctx.status->code == 6 && p.pid == ctx.child_pid;
   std::set<std::string> seen;
   for (const LoadedObject& o : p.objects) {
     if (o.removed_by_failure || o.path.empty() || !seen.insert(o.path).second) continue;
     if (base(o.path).starts_with("libmkl_rt")) out.has_mkl = true;
     const loader::OpenMpKind k = openmp_runtime_kind(o);
     if (k == loader::OpenMpKind::None) continue;
-    out.runtimes.push_back({k, base(o.path), o.path, openmp_interface(ctx.host, o.path), load_chain(p, o.path)});
+    out.runtimes.push_back(
+        {k, base(o.path), o.path, openmp_interface(ctx.host, o.path), load_chain(p, o.path)});
   }
   return out;
 }
@@ -111,37 +114,43 @@ void find_thread_overrides(const TracedProcess& p, FindingSink& sink) {
   std::map<std::string, Last> last;  // runtime|family -> last count setter
   std::set<std::string> reported;
   for (const ThreadCall& c : p.thread_calls) {
-    if (c.fn.find("threading_layer") != std::string::npos || c.fn.find("Threading_Layer") != std::string::npos)
+    if (c.fn.find("threading_layer") != std::string::npos ||
+        c.fn.find("Threading_Layer") != std::string::npos)
       continue;
     Last& l = last[c.runtime];
     const long long now = c.after.value_or(c.value);
     if (l.call && l.call->caller != c.caller) {
       const long long had = l.call->after.value_or(l.call->value);
       const long long before = c.before.value_or(had);
-      if (before != now && reported.insert(c.caller + "|" + l.call->caller + "|" + c.runtime).second) {
+      if (before != now &&
+          reported.insert(c.caller + "|" + l.call->caller + "|" + c.runtime).second) {
         Finding f;
         f.rule = "THR003";
         f.severity = Severity::Warning;
         f.subject = base(c.caller);
         f.message = base(c.caller) + " changed " + base(c.runtime) + "'s thread count from " +
-                    std::to_string(before) + " to " + std::to_string(now) + " in " + process_name(p) +
-                    ", after " + base(l.call->caller) + " had set it to " + std::to_string(had);
-        f.evidence.push_back({l.call->fn + "(" + std::to_string(l.call->value) + ") from " + l.call->caller +
-                                  " into " + l.call->runtime,
+                    std::to_string(before) + " to " + std::to_string(now) + " in " +
+                    process_name(p) + ", after " + base(l.call->caller) + " had set it to " +
+                    std::to_string(had);
+        f.evidence.push_back({l.call->fn + "(" + std::to_string(l.call->value) + ") from " +
+                                  l.call->caller + " into " + l.call->runtime,
                               "", std::nullopt});
-        f.evidence.push_back({c.fn + "(" + std::to_string(c.value) + ") from " + c.caller + " into " + c.runtime +
-                                  ": " + std::to_string(before) + " -> " + std::to_string(now),
+        f.evidence.push_back({c.fn + "(" + std::to_string(c.value) + ") from " + c.caller +
+                                  " into " + c.runtime + ": " + std::to_string(before) + " -> " +
+                                  std::to_string(now),
                               "", std::nullopt});
         if (c.caller.find("numba") != std::string::npos) {
-          f.fix = "give numba the count the other library set: export NUMBA_NUM_THREADS=" + std::to_string(had) +
-                  " before Python starts, or call torch.set_num_threads(" + std::to_string(had) +
+          f.fix = "give numba the count the other library set: export NUMBA_NUM_THREADS=" +
+                  std::to_string(had) + " before Python starts, or call torch.set_num_threads(" +
+                  std::to_string(had) +
                   ") after numba's first parallel call, or keep numba off this runtime with "
                   "NUMBA_THREADING_LAYER=workqueue";
           f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(had));
         } else {
-          f.fix = "set the count once for every library before the process starts (OMP_NUM_THREADS, "
-                  "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS), or set it again after " +
-                  base(c.caller) + " has run";
+          f.fix =
+              "set the count once for every library before the process starts (OMP_NUM_THREADS, "
+              "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS), or set it again after " +
+              base(c.caller) + " has run";
         }
         sink.add(std::move(f));
       }
@@ -154,7 +163,8 @@ void find_thread_overrides(const TracedProcess& p, FindingSink& sink) {
 // process: the program, then each dlopen() root in the order it happened,
 // with and without run's audit module (one more namespace:
 // research/glibc-tls-audit.md §3, 16 bytes less room).
-void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx, std::vector<detect::StaticTlsFailure>& out) {
+void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx,
+                      std::vector<detect::StaticTlsFailure>& out) {
   const FailedLoad* failure = nullptr;
   for (const FailedLoad& f : p.failed)
     if (f.message.find("static TLS") != std::string::npos) {
@@ -175,7 +185,8 @@ void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx, std::v
 
   std::vector<std::string> roots;
   for (const LoadedObject& o : p.objects)
-    if (o.kind == LoadKind::Dlopen && o.lmid == 0 && o.t < failure->t && !o.closed && !o.removed_by_failure)
+    if (o.kind == LoadKind::Dlopen && o.lmid == 0 && o.t < failure->t && !o.closed &&
+        !o.removed_by_failure)
       roots.push_back(o.path);
   roots.push_back(failure->name);
   f.replayed_calls = roots.size();
@@ -186,14 +197,17 @@ void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx, std::v
     std::string exe = im.exe;
     const u16 machine = elf::ElfFile::parse(host.open_sparse(exe)).e_machine();
     loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
-    std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
+    std::optional<loader::StaticTlsParams> params =
+        loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     loader::StaticTlsParams traced = *params;
     traced.naudit += 1;
     loader::Process plain_process = ld.load_program(exe);
     loader::Process traced_process = plain_process;
-    loader::DlopenSequence plain = loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
-    loader::DlopenSequence under_run = loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
+    loader::DlopenSequence plain =
+        loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
+    loader::DlopenSequence under_run =
+        loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
     const loader::DlopenStep& last = under_run.steps.back();
     if (!last.ok) {
       for (const loader::DlopenStep& st : under_run.steps)
@@ -210,7 +224,8 @@ void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx, std::v
       // imports have room too (static TLS costs that many bytes per thread).
       std::string item = *under_run.tunables_fix;
       const size_t eq = item.find('=');
-      if (eq != std::string::npos && item.find_first_not_of("0123456789", eq + 1) == std::string::npos) {
+      if (eq != std::string::npos &&
+          item.find_first_not_of("0123456789", eq + 1) == std::string::npos) {
         const u64 exact = std::stoull(item.substr(eq + 1));
         const u64 rounded = (exact + 4095) / 4096 * 4096;
         item = item.substr(0, eq + 1) + std::to_string(rounded);
@@ -255,9 +270,7 @@ std::string load_chain(const TracedProcess& p, const std::string& path) {
         out += "dlopen()ed by " + (o->requester.empty() ? std::string("?") : base(o->requester));
         if (depth > 0) out += " as " + o->path;
         return out;
-      case LoadKind::Needed:
-        out += "needed by " + base(o->requester);
-        break;
+      case LoadKind::Needed: out += "needed by " + base(o->requester); break;
     }
     current = o->requester;
   }
@@ -271,22 +284,29 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
     find_thread_overrides(p, sink);
     static_tls_facts(p, ctx, facts.static_tls);
   }
-  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet())) sink.add(std::move(f));
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+    sink.add(std::move(f));
   // The command itself left no events: nothing inside it could be seen.
-  const bool child_seen = trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty();
+  const bool child_seen =
+      trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty();
   if (ctx.child_pid && !child_seen) {
     Finding f;
     f.rule = "RUN001";
     f.severity = Severity::Info;
     f.subject = "pid " + std::to_string(ctx.child_pid);
-    f.message = "the command ran, but mldoctor's shims did not load in it: loads, dlopen errors and thread-count "
-                "calls inside it were not seen";
+    f.message =
+        "the command ran, but mldoctor's shims did not load in it: loads, dlopen errors and "
+        "thread-count "
+        "calls inside it were not seen";
     for (const std::string& r : ctx.not_traced_reasons) f.evidence.push_back({r, "", std::nullopt});
     if (ctx.not_traced_reasons.empty())
-      f.evidence.push_back({"no events from pid " + std::to_string(ctx.child_pid) +
-                                " (a static or setuid program, or one that cleared LD_AUDIT/LD_PRELOAD)",
-                            "", std::nullopt});
-    f.fix = "run the dynamically linked program itself (for a setuid or static wrapper, the program it starts)";
+      f.evidence.push_back(
+          {"no events from pid " + std::to_string(ctx.child_pid) +
+               " (a static or setuid program, or one that cleared LD_AUDIT/LD_PRELOAD)",
+           "", std::nullopt});
+    f.fix =
+        "run the dynamically linked program itself (for a setuid or static wrapper, the program it "
+        "starts)";
     sink.add(std::move(f));
   }
 }

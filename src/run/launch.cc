@@ -15,23 +15,22 @@
 // child. The child's end is reproduced by exit_like(): the same exit code,
 // or the same signal raised on ourselves.
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <poll.h>
 #include <pty.h>
-#include <sys/ioctl.h>
-#include <termios.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <gnu/libc-version.h>
-
 #include <atomic>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 
 #include "elf/elf.h"
 #include "run/run.h"
@@ -69,7 +68,7 @@ std::atomic<int> winch_from{-1}, winch_to{-1};
 
 void forward_signal(int sig, siginfo_t* info, void*) {
   if (sig == SIGWINCH && winch_to.load() >= 0) {
-    winsize size {};
+    winsize size{};
     if (ioctl(winch_from.load(), TIOCGWINSZ, &size) == 0) ioctl(winch_to.load(), TIOCSWINSZ, &size);
   }
   // SI_USER, SI_QUEUE, SI_TKILL are <= 0; the terminal's are SI_KERNEL.
@@ -88,7 +87,8 @@ void install_forwarding() {
 }
 
 void restore_signals() {
-  for (size_t i = 0; i < std::size(kForwarded); i++) sigaction(kForwarded[i], &saved_actions[i], nullptr);
+  for (size_t i = 0; i < std::size(kForwarded); i++)
+    sigaction(kForwarded[i], &saved_actions[i], nullptr);
 }
 
 // Why the shims cannot load in `program`, if that can be told beforehand:
@@ -97,19 +97,23 @@ void restore_signals() {
 // interpreter when it runs, so they are not judged here.
 std::vector<std::string> untraceable_reasons(const host::Host& host, const std::string& argv0) {
   std::vector<std::string> out;
-  std::optional<std::string> path =
-      argv0.find('/') != std::string::npos ? std::optional<std::string>(argv0) : host.find_on_path(argv0);
+  std::optional<std::string> path = argv0.find('/') != std::string::npos
+                                        ? std::optional<std::string>(argv0)
+                                        : host.find_on_path(argv0);
   if (!path) return out;
   const host::FileStat st = host.stat(*path);
   if (st.kind != host::FileKind::Regular) return out;
   if ((st.mode & S_ISUID && st.uid != geteuid()) || (st.mode & S_ISGID && st.gid != getegid()))
-    out.push_back(*path + " is setuid/setgid: ld.so runs it in secure mode and ignores LD_AUDIT and LD_PRELOAD paths");
+    out.push_back(*path +
+                  " is setuid/setgid: ld.so runs it in secure mode and ignores LD_AUDIT and "
+                  "LD_PRELOAD paths");
   try {
     const elf::ElfFile elf = elf::ElfFile::parse(host.open_sparse(*path));
     if (!elf.interp() && elf.e_type() == elf::ET_EXEC)
       out.push_back(*path + " is statically linked: there is no ld.so to load the shims");
     if (!elf.interp() && elf.e_type() == elf::ET_DYN && !elf.program_headers().empty())
-      out.push_back(*path + " has no program interpreter (static-pie): there is no ld.so to load the shims");
+      out.push_back(
+          *path + " has no program interpreter (static-pie): there is no ld.so to load the shims");
   } catch (const std::exception&) {
     // Not ELF (a script) or unreadable: exec decides.
   }
@@ -142,11 +146,13 @@ std::vector<std::string> child_environment(const LaunchOptions& o) {
     if (v.starts_with("LD_AUDIT=")) {
       had_audit = true;
       const std::string old = v.substr(9);
-      if (old.find(audit) == std::string::npos) v = "LD_AUDIT=" + audit + (old.empty() ? "" : ":" + old);
+      if (old.find(audit) == std::string::npos)
+        v = "LD_AUDIT=" + audit + (old.empty() ? "" : ":" + old);
     } else if (use_preload && v.starts_with("LD_PRELOAD=")) {
       had_preload = true;
       const std::string old = v.substr(11);
-      if (old.find(preload) == std::string::npos) v = "LD_PRELOAD=" + preload + (old.empty() ? "" : ":" + old);
+      if (old.find(preload) == std::string::npos)
+        v = "LD_PRELOAD=" + preload + (old.empty() ? "" : ":" + old);
     }
     env.push_back(std::move(v));
   }
@@ -162,7 +168,7 @@ std::vector<std::string> child_environment(const LaunchOptions& o) {
 // read (a pipe, or a pty master), `sink` the descriptor the bytes went to
 // before (our own 1 or 2), `child_end` what the child gets as its 1 or 2.
 struct CapturedStream {
-  int stream = 0;       // 1 or 2
+  int stream = 0;  // 1 or 2
   int source = -1;
   int sink = -1;
   int child_end = -1;
@@ -171,7 +177,7 @@ struct CapturedStream {
   // (ONLCR), and the real terminal would do it again: the copy undoes the
   // pty's, exactly ("\r\n" -> "\n"; a lone "\r" stays).
   bool undo_onlcr = false;
-  bool held_cr = false; // a '\r' ended the last read
+  bool held_cr = false;  // a '\r' ended the last read
 };
 
 // The bytes to pass on from a pty master, ONLCR undone; `c.held_cr` carries
@@ -200,9 +206,10 @@ bool capture_streams(std::vector<CapturedStream>& out, std::string* error) {
   // stdout and stderr that lead to one place (one terminal, or 2>&1 into a
   // file or pipe) share one pipe or pty, so their bytes stay in the order
   // the child wrote them.
-  struct stat s1 {}, s2 {};
-  const bool same = fstat(1, &s1) == 0 && fstat(2, &s2) == 0 && s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino &&
-                    s1.st_rdev == s2.st_rdev;
+  struct stat s1 {
+  }, s2{};
+  const bool same = fstat(1, &s1) == 0 && fstat(2, &s2) == 0 && s1.st_dev == s2.st_dev &&
+                    s1.st_ino == s2.st_ino && s1.st_rdev == s2.st_rdev;
   for (int fd : {1, 2}) {
     if (fcntl(fd, F_GETFD) < 0) continue;  // closed: the child gets it closed too
     CapturedStream c;
@@ -216,11 +223,12 @@ bool capture_streams(std::vector<CapturedStream>& out, std::string* error) {
     }
     if (isatty(fd)) {
       int master = -1, slave = -1;
-      termios modes {};
-      winsize size {};
+      termios modes{};
+      winsize size{};
       const bool have_modes = tcgetattr(fd, &modes) == 0;
       const bool have_size = ioctl(fd, TIOCGWINSZ, &size) == 0;
-      if (openpty(&master, &slave, nullptr, have_modes ? &modes : nullptr, have_size ? &size : nullptr) != 0) {
+      if (openpty(&master, &slave, nullptr, have_modes ? &modes : nullptr,
+                  have_size ? &size : nullptr) != 0) {
         *error = "openpty: " + errno_text(errno);
         return false;
       }
@@ -293,7 +301,8 @@ bool pump(std::vector<CapturedStream>& streams, const LaunchOptions& o, int time
       bytes = undone.data();
       count = undone.size();
     }
-    if (o.on_output) o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(bytes), static_cast<u64>(count)));
+    if (o.on_output)
+      o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(bytes), static_cast<u64>(count)));
     if (!write_all(c.sink, bytes, count)) {
       // Our reader went away (`| head`): stop reading, so the child's next
       // write fails the way it would have written into the closed pipe.
@@ -350,14 +359,16 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   install_forwarding();
   // Our writes to a closed reader must fail with EPIPE, not kill us; the
   // child gets the disposition mldoctor inherited.
-  struct sigaction pipe_action {}, saved_pipe {};
+  struct sigaction pipe_action {
+  }, saved_pipe{};
   pipe_action.sa_handler = SIG_IGN;
   sigemptyset(&pipe_action.sa_mask);
   if (!captured.empty()) sigaction(SIGPIPE, &pipe_action, &saved_pipe);
   // With SIGCHLD ignored (inherited across exec) the kernel reaps the child
   // itself and its status is lost: we wait with the default disposition,
   // and the child gets back the one mldoctor inherited.
-  struct sigaction default_chld {}, saved_chld {};
+  struct sigaction default_chld {
+  }, saved_chld{};
   default_chld.sa_handler = SIG_DFL;
   sigemptyset(&default_chld.sa_mask);
   sigaction(SIGCHLD, &default_chld, &saved_chld);
@@ -438,7 +449,8 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     Progress cur = measure_progress(host, pids, o.trace_dir);
     // Progress: a few ticks of CPU in the tree (a poll loop uses less), any
     // byte written, any event traced.
-    const bool moved = cur.cpu_ticks > last.cpu_ticks + 2 || cur.bytes_written != last.bytes_written ||
+    const bool moved = cur.cpu_ticks > last.cpu_ticks + 2 ||
+                       cur.bytes_written != last.bytes_written ||
                        cur.trace_bytes != last.trace_bytes;
     last = cur;
     if (moved) {

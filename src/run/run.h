@@ -32,20 +32,20 @@ enum class LoadKind {
 std::string_view load_kind_name(LoadKind k);
 
 struct LoadedObject {
-  std::string path;          // l_name as mapped
-  std::string requested;     // the name that was searched for ("" for the program, ld.so)
-  std::string requester;     // the object that asked: dlopen caller or the DT_NEEDED owner
+  std::string path;       // l_name as mapped
+  std::string requested;  // the name that was searched for ("" for the program, ld.so)
+  std::string requester;  // the object that asked: dlopen caller or the DT_NEEDED owner
   LoadKind kind = LoadKind::Startup;
   long lmid = 0;
-  u64 t = 0;                 // CLOCK_MONOTONIC ns
-  std::string runtime;       // from the audit module: gnu-openmp, kmp-openmp, mkl, openblas, other, ""
-  bool closed = false;       // dlclose'd (or removed by a failed dlopen) before exit
+  u64 t = 0;            // CLOCK_MONOTONIC ns
+  std::string runtime;  // from the audit module: gnu-openmp, kmp-openmp, mkl, openblas, other, ""
+  bool closed = false;  // dlclose'd (or removed by a failed dlopen) before exit
   bool removed_by_failure = false;
 };
 
 // A dlopen (or a dependency of one) that did not end with a loaded object.
 struct FailedLoad {
-  std::string name;                     // as requested
+  std::string name;  // as requested
   std::string requester;
   LoadKind kind = LoadKind::Dlopen;
   std::vector<std::string> candidates;  // paths ld.so tried (not-found case)
@@ -56,17 +56,17 @@ struct FailedLoad {
 };
 
 struct ThreadCall {
-  std::string fn;                  // "omp_set_num_threads"
-  long long value = 0;             // the argument
+  std::string fn;       // "omp_set_num_threads"
+  long long value = 0;  // the argument
   std::optional<long long> before, after, result;
-  std::string caller;              // the object the call came from
-  std::string runtime;             // the object it landed in
+  std::string caller;   // the object the call came from
+  std::string runtime;  // the object it landed in
   u64 t = 0;
   long tid = 0;
 };
 
 struct EnvChange {
-  std::string op;                  // setenv, setenv-if-unset, putenv, unsetenv
+  std::string op;  // setenv, setenv-if-unset, putenv, unsetenv
   std::string name;
   std::optional<std::string> value;
   std::string caller;
@@ -75,8 +75,8 @@ struct EnvChange {
 
 struct ForkEvent {
   long child = 0;
-  long threads = 0;                // threads of the parent when it forked
-  std::vector<std::string> openmp; // OpenMP runtimes loaded in the parent
+  long threads = 0;                 // threads of the parent when it forked
+  std::vector<std::string> openmp;  // OpenMP runtimes loaded in the parent
   std::string caller;
   u64 t = 0;
 };
@@ -88,11 +88,11 @@ struct DlError {
   long tid = 0;
 };
 
-struct RuntimeState {             // at exit
+struct RuntimeState {  // at exit
   std::string path;
-  std::string kind;                // gnu-openmp, llvm-openmp, intel-openmp, mkl, openblas
+  std::string kind;  // gnu-openmp, llvm-openmp, intel-openmp, mkl, openblas
   std::optional<long long> threads;
-  std::string config;              // openblas_get_config()
+  std::string config;  // openblas_get_config()
 };
 
 // One program image a process ran (a process that execs has several).
@@ -106,7 +106,7 @@ struct Image {
 
 struct TracedProcess {
   long pid = 0;
-  std::optional<long> forked_from;    // a fork() child of a traced process
+  std::optional<long> forked_from;  // a fork() child of a traced process
   std::vector<Image> images;
   std::vector<LoadedObject> objects;  // in load order, all images
   std::vector<FailedLoad> failed;
@@ -115,14 +115,14 @@ struct TracedProcess {
   std::vector<EnvChange> env_changes;
   std::vector<ForkEvent> forks;
   std::vector<RuntimeState> runtimes;
-  bool exited = false;                // reached exit() (atexit ran)
+  bool exited = false;  // reached exit() (atexit ran)
   u64 first_t = 0, last_t = 0;
-  u64 bad_lines = 0;                  // lines that were not events (a crash mid-write)
+  u64 bad_lines = 0;  // lines that were not events (a crash mid-write)
 };
 
 struct Trace {
   std::map<long, TracedProcess> processes;
-  std::vector<std::string> errors;    // unreadable files
+  std::vector<std::string> errors;  // unreadable files
 };
 
 // Parses one process's event lines (tolerant: a cut last line, invalid
@@ -134,16 +134,16 @@ Trace read_trace(const std::string& dir);
 // ─── analysis.cc ────────────────────────────────────────────────────────────
 
 struct ExitStatus {
-  bool known = true;                 // false: the status could not be collected
+  bool known = true;  // false: the status could not be collected
   bool signaled = false;
-  int code = 0;                      // exit code, or the signal number
+  int code = 0;  // exit code, or the signal number
   bool core_dumped = false;
 };
 
 struct AnalysisContext {
-  const host::Host* host = nullptr;  // the machine, with the user's environment
-  long child_pid = 0;                // the command mldoctor started
-  std::optional<ExitStatus> status;  // how it ended
+  const host::Host* host = nullptr;             // the machine, with the user's environment
+  long child_pid = 0;                           // the command mldoctor started
+  std::optional<ExitStatus> status;             // how it ended
   std::vector<std::string> not_traced_reasons;  // from the launch
 };
 
@@ -178,18 +178,18 @@ struct ThreadSample {
   std::string comm;
   char state = '?';
   std::string wchan;
-  std::string syscall;   // "futex", "clock_nanosleep", "running", ...
+  std::string syscall;             // "futex", "clock_nanosleep", "running", ...
   std::vector<std::string> stack;  // native frames, innermost first: "futex_wait (libc.so.6)"
 };
 
 struct ProcessSample {
   long pid = 0;
-  std::string command;   // argv joined
+  std::string command;  // argv joined
   std::vector<ThreadSample> threads;
-  std::vector<std::string> open_files;   // paths (regular files, not /dev, /proc)
-  std::vector<std::string> sockets;      // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
-  std::vector<std::string> locks;        // /proc/locks entries held or awaited by this pid
-  std::string stacks_error;              // why there are no native stacks
+  std::vector<std::string> open_files;  // paths (regular files, not /dev, /proc)
+  std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
+  std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
+  std::string stacks_error;             // why there are no native stacks
 };
 
 struct HangSample {
@@ -208,7 +208,8 @@ bool native_stacks_available();
 // The pids of `root` and its descendants (via /proc/<pid>/task/*/children,
 // else the ppid of every process).
 std::vector<long> process_tree(const host::Host& host, long root);
-HangSample sample_processes(const host::Host& host, const std::vector<long>& pids, double idle_seconds);
+HangSample sample_processes(const host::Host& host, const std::vector<long>& pids,
+                            double idle_seconds);
 
 // Progress of a process tree: CPU time, bytes written, trace events.
 struct Progress {
@@ -216,19 +217,21 @@ struct Progress {
   u64 bytes_written = 0;
   u64 trace_bytes = 0;
 };
-Progress measure_progress(const host::Host& host, const std::vector<long>& pids, const std::string& trace_dir);
+Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
+                          const std::string& trace_dir);
 
 // Findings for a hang: the sample as evidence, and the likely cause (a JIT
 // lock no process holds, a lock held by another process, a rendezvous).
-void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd, FindingSink& sink);
+void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
+                  FindingSink& sink);
 
 // ─── launch.cc ──────────────────────────────────────────────────────────────
 
 struct LaunchOptions {
   std::vector<std::string> argv;
-  std::string trace_dir;             // must exist, private
-  std::string shim_dir;              // holds libmldoctor-audit.so, libmldoctor-preload.so
-  double hang_timeout = 0;           // 0: no watchdog
+  std::string trace_dir;    // must exist, private
+  std::string shim_dir;     // holds libmldoctor-audit.so, libmldoctor-preload.so
+  double hang_timeout = 0;  // 0: no watchdog
   bool kill_on_hang = false;
   std::function<void(const HangSample&)> on_hang;  // called while the job still runs
   // --logs: the child's stdout (1) and stderr (2) pass through mldoctor,
@@ -243,9 +246,9 @@ struct LaunchOptions {
 
 struct LaunchResult {
   ExitStatus status;
-  bool started = false;              // exec succeeded
-  long pid = 0;                      // the child
-  std::string error;                 // why it did not start
+  bool started = false;  // exec succeeded
+  long pid = 0;          // the child
+  std::string error;     // why it did not start
   double seconds = 0;
   std::vector<HangSample> hangs;
   bool killed_on_hang = false;
@@ -259,7 +262,8 @@ std::optional<std::string> find_shim_dir(const host::Host& host);
 // trace-dir.cc: the events' directory: `wanted` (--trace-dir, created 0700;
 // must be a private, event-free directory of this user) or, when empty, a
 // fresh one under $TMPDIR (`temporary`). false with `error` when unusable.
-bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary, std::string& error);
+bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary,
+                       std::string& error);
 // Removes the event files of a temporary directory, then the directory.
 void remove_trace_dir(const std::string& dir);
 

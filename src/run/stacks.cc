@@ -27,7 +27,8 @@ struct Unwind {
 std::string frame_text(Dwfl* dwfl, Dwarf_Addr pc) {
   Dwfl_Module* m = dwfl_addrmodule(dwfl, pc);
   if (!m) return "?? (" + std::to_string(pc) + ")";
-  const char* module = dwfl_module_info(m, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  const char* module =
+      dwfl_module_info(m, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   const char* fn = dwfl_module_addrname(m, pc);
   std::string mod = module ? module : "?";
   if (size_t s = mod.rfind('/'); s != std::string::npos) mod = mod.substr(s + 1);
@@ -58,15 +59,17 @@ int on_thread(Dwfl_Thread* thread, void* arg) {
 std::map<long, std::vector<std::string>> native_stacks(long pid, std::string* error) {
   std::map<long, std::vector<std::string>> out;
   static char* debuginfo_path = nullptr;
-  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
-                                           &debuginfo_path};
+  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo,
+                                           nullptr, &debuginfo_path};
   Dwfl* dwfl = dwfl_begin(&callbacks);
   if (!dwfl) {
     *error = dwfl_errmsg(-1);
     return out;
   }
-  if (dwfl_linux_proc_report(dwfl, static_cast<pid_t>(pid)) != 0 || dwfl_report_end(dwfl, nullptr, nullptr) != 0) {
-    *error = std::string("cannot read the modules of pid ") + std::to_string(pid) + ": " + dwfl_errmsg(-1);
+  if (dwfl_linux_proc_report(dwfl, static_cast<pid_t>(pid)) != 0 ||
+      dwfl_report_end(dwfl, nullptr, nullptr) != 0) {
+    *error = std::string("cannot read the modules of pid ") + std::to_string(pid) + ": " +
+             dwfl_errmsg(-1);
     dwfl_end(dwfl);
     return out;
   }

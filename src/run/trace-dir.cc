@@ -15,12 +15,14 @@ namespace mld::run {
 
 // The trace directory: the user's (created 0700, or an existing private one
 // of ours) or a fresh one under $TMPDIR that is removed afterwards.
-bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary, std::string& error) {
+bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& temporary,
+                       std::string& error) {
   if (wanted.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mldoctor-run-XXXXXX";
     if (!mkdtemp(templ.data())) {
-      error = "cannot create a trace directory in " + templ.substr(0, templ.rfind('/')) + ": " + errno_text(errno);
+      error = "cannot create a trace directory in " + templ.substr(0, templ.rfind('/')) + ": " +
+              errno_text(errno);
       return false;
     }
     dir = templ;
@@ -38,7 +40,8 @@ bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& tempor
     return false;
   }
   if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-    error = "--trace-dir " + wanted + ": must be a private directory of this user (mode 0700); events name "
+    error = "--trace-dir " + wanted +
+            ": must be a private directory of this user (mode 0700); events name "
             "every library and variable of the job";
     return false;
   }
@@ -47,7 +50,8 @@ bool prepare_trace_dir(const std::string& wanted, std::string& dir, bool& tempor
   if (std::optional<std::vector<std::string>> names = host::Host::live().list_dir(wanted))
     for (const std::string& n : *names)
       if (n.ends_with(".jsonl")) {
-        error = "--trace-dir " + wanted + " holds the events of an earlier run (" + n + "): use an empty directory";
+        error = "--trace-dir " + wanted + " holds the events of an earlier run (" + n +
+                "): use an empty directory";
         return false;
       }
   dir = realpath(wanted.c_str(), real) ? std::string(real) : wanted;

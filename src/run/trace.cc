@@ -16,8 +16,8 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <fstream>
 #include <climits>
+#include <fstream>
 
 #include "run/run.h"
 
@@ -139,10 +139,14 @@ class LineParser {
     for (int k = 0; k < 4; k++) {
       const char c = s_[i_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<u32>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<u32>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<u32>(c - 'A' + 10);
-      else return false;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<u32>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<u32>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<u32>(c - 'A' + 10);
+      else
+        return false;
     }
     return true;
   }
@@ -397,9 +401,9 @@ class Rebuilder {
       o.closed = true;
       // Closed in the bracket right after the one that mapped it: ld.so's
       // rollback of a dlopen that failed after mapping.
-      const bool rollback =
-          (in_bracket_ || bracket_just_ended_) &&
-          std::find(last_bracket_opens_.begin(), last_bracket_opens_.end(), i) != last_bracket_opens_.end();
+      const bool rollback = (in_bracket_ || bracket_just_ended_) &&
+                            std::find(last_bracket_opens_.begin(), last_bracket_opens_.end(), i) !=
+                                last_bracket_opens_.end();
       if (rollback) {
         o.removed_by_failure = true;
         FailedLoad* f = rollback_failure(o, t, tid);
@@ -411,7 +415,8 @@ class Rebuilder {
 
   // The failure a rollback belongs to: the dlopen root of that bracket.
   FailedLoad* rollback_failure(const LoadedObject& o, u64 t, long tid) {
-    if (!p_.failed.empty() && p_.failed.back().t == rollback_t_ && rollback_t_ != 0) return &p_.failed.back();
+    if (!p_.failed.empty() && p_.failed.back().t == rollback_t_ && rollback_t_ != 0)
+      return &p_.failed.back();
     FailedLoad f;
     const LoadedObject* root = &o;
     for (size_t i : last_bracket_opens_)
@@ -507,7 +512,9 @@ Trace read_trace(const std::string& dir) {
     std::string name = ent->d_name;
     if (!name.ends_with(".jsonl")) continue;
     std::string stem = name.substr(0, name.size() - 6);
-    if (stem.empty() || stem.size() > 9 || stem.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (stem.empty() || stem.size() > 9 ||
+        stem.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     files.emplace_back(std::stol(stem), dir + "/" + name);
   }
   closedir(d);

@@ -50,11 +50,14 @@ bool is_number(const std::string& s) {
 std::string syscall_name(long nr) {
 #if defined(__x86_64__)
   static const std::map<long, std::string> names = {
-      {0, "read"},        {1, "write"},         {7, "poll"},          {23, "select"},     {34, "pause"},
-      {35, "nanosleep"},  {42, "connect"},      {43, "accept"},       {45, "recvfrom"},   {47, "recvmsg"},
-      {61, "wait4"},      {72, "fcntl"},        {73, "flock"},        {202, "futex"},     {230, "clock_nanosleep"},
-      {232, "epoll_wait"}, {247, "waitid"},     {270, "pselect6"},    {271, "ppoll"},     {281, "epoll_pwait"},
-      {288, "accept4"},   {441, "epoll_pwait2"}};
+      {0, "read"},          {1, "write"},         {7, "poll"},
+      {23, "select"},       {34, "pause"},        {35, "nanosleep"},
+      {42, "connect"},      {43, "accept"},       {45, "recvfrom"},
+      {47, "recvmsg"},      {61, "wait4"},        {72, "fcntl"},
+      {73, "flock"},        {202, "futex"},       {230, "clock_nanosleep"},
+      {232, "epoll_wait"},  {247, "waitid"},      {270, "pselect6"},
+      {271, "ppoll"},       {281, "epoll_pwait"}, {288, "accept4"},
+      {441, "epoll_pwait2"}};
   if (auto it = names.find(nr); it != names.end()) return it->second;
 #endif
   return "syscall " + std::to_string(nr);
@@ -63,8 +66,9 @@ std::string syscall_name(long nr) {
 // socket inode -> description, from /proc/net/{tcp,tcp6,unix}.
 std::map<std::string, std::string> socket_table(const host::Host& host) {
   std::map<std::string, std::string> out;
-  static const char* tcp_states[] = {"?",         "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
-                                     "TIME_WAIT", "CLOSE",       "CLOSE_WAIT", "LAST_ACK", "LISTEN",  "CLOSING"};
+  static const char* tcp_states[] = {"?",          "ESTABLISHED", "SYN_SENT",  "SYN_RECV",
+                                     "FIN_WAIT1",  "FIN_WAIT2",   "TIME_WAIT", "CLOSE",
+                                     "CLOSE_WAIT", "LAST_ACK",    "LISTEN",    "CLOSING"};
   auto hex_addr = [](const std::string& a) {
     // "0100007F:7530" (IPv4) -> 127.0.0.1:30000; IPv6 left as hex.
     size_t colon = a.find(':');
@@ -73,8 +77,9 @@ std::map<std::string, std::string> socket_table(const host::Host& host) {
     const unsigned port = static_cast<unsigned>(std::stoul(a.substr(colon + 1), nullptr, 16));
     if (ip.size() != 8) return "[" + ip + "]:" + std::to_string(port);
     const unsigned long v = std::stoul(ip, nullptr, 16);
-    return std::to_string(v & 255) + "." + std::to_string((v >> 8) & 255) + "." + std::to_string((v >> 16) & 255) +
-           "." + std::to_string(v >> 24) + ":" + std::to_string(port);
+    return std::to_string(v & 255) + "." + std::to_string((v >> 8) & 255) + "." +
+           std::to_string((v >> 16) & 255) + "." + std::to_string(v >> 24) + ":" +
+           std::to_string(port);
   };
   for (const char* proto : {"tcp", "tcp6"}) {
     std::optional<std::string> t = host.read_file(std::string("/proc/net/") + proto, 4 << 20);
@@ -127,18 +132,21 @@ std::vector<long> process_tree(const host::Host& host, long root) {
   return out;
 }
 
-Progress measure_progress(const host::Host& host, const std::vector<long>& pids, const std::string& trace_dir) {
+Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
+                          const std::string& trace_dir) {
   Progress p;
   for (long pid : pids) {
     const std::string dir = "/proc/" + std::to_string(pid);
     if (std::optional<std::string> stat = read_small(host, dir + "/stat")) {
       std::vector<std::string> f = stat_fields(*stat);
       // utime, stime are fields 14 and 15: [11], [12] after the command.
-      if (f.size() > 12 && is_number(f[11]) && is_number(f[12])) p.cpu_ticks += std::stoull(f[11]) + std::stoull(f[12]);
+      if (f.size() > 12 && is_number(f[11]) && is_number(f[12]))
+        p.cpu_ticks += std::stoull(f[11]) + std::stoull(f[12]);
     }
     if (std::optional<std::string> io = read_small(host, dir + "/io")) {
       size_t at = io->find("wchar:");
-      if (at != std::string::npos) p.bytes_written += std::strtoull(io->c_str() + at + 6, nullptr, 10);
+      if (at != std::string::npos)
+        p.bytes_written += std::strtoull(io->c_str() + at + 6, nullptr, 10);
     }
   }
   if (!trace_dir.empty())
@@ -147,7 +155,8 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
   return p;
 }
 
-HangSample sample_processes(const host::Host& host, const std::vector<long>& pids, double idle_seconds) {
+HangSample sample_processes(const host::Host& host, const std::vector<long>& pids,
+                            double idle_seconds) {
   HangSample s;
   s.idle_seconds = idle_seconds;
   std::map<std::string, std::string> sockets = socket_table(host);
@@ -177,7 +186,8 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
           std::vector<std::string> f = stat_fields(*st);
           if (!f.empty() && !f[0].empty()) t.state = f[0][0];
         }
-        if (auto w = read_small(host, tdir + "/wchan")) t.wchan = std::string(trim(*w)) == "0" ? "" : std::string(trim(*w));
+        if (auto w = read_small(host, tdir + "/wchan"))
+          t.wchan = std::string(trim(*w)) == "0" ? "" : std::string(trim(*w));
         if (auto sc = read_small(host, tdir + "/syscall")) {
           std::vector<std::string> f = split_ws(*sc);
           if (!f.empty() && f[0] == "running")
@@ -202,8 +212,10 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
         if (!target) continue;
         if (target->starts_with("socket:[")) {
           const std::string inode = target->substr(8, target->size() - 9);
-          if (auto it = sockets.find(inode); it != sockets.end() && ps.sockets.size() < 32) ps.sockets.push_back(it->second);
-        } else if (target->starts_with("/") && !target->starts_with("/dev/") && !target->starts_with("/proc/")) {
+          if (auto it = sockets.find(inode); it != sockets.end() && ps.sockets.size() < 32)
+            ps.sockets.push_back(it->second);
+        } else if (target->starts_with("/") && !target->starts_with("/dev/") &&
+                   !target->starts_with("/proc/")) {
           if (ps.open_files.size() < 64) ps.open_files.push_back(*target);
         }
       }
@@ -215,7 +227,8 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
         std::vector<std::string> f = split_ws(line);
         // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF", or with "->" for a waiter.
         size_t pid_at = f.size() > 1 && f[1] == "->" ? 5 : 4;
-        if (f.size() > pid_at && f[pid_at] == std::to_string(pid)) ps.locks.push_back(std::string(trim(line)));
+        if (f.size() > pid_at && f[pid_at] == std::to_string(pid))
+          ps.locks.push_back(std::string(trim(line)));
       }
     }
     s.processes.push_back(std::move(ps));
@@ -223,12 +236,14 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
   return s;
 }
 
-void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd, FindingSink& sink) {
+void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
+                  FindingSink& sink) {
   // What the threads are doing.
   std::map<std::string, int> waits;
   std::string python_tag;
   for (const ProcessSample& p : sample.processes) {
-    for (const ThreadSample& t : p.threads) waits[t.syscall.empty() ? std::string(1, t.state) : t.syscall]++;
+    for (const ThreadSample& t : p.threads)
+      waits[t.syscall.empty() ? std::string(1, t.state) : t.syscall]++;
     size_t at = p.command.find("python3.");
     if (python_tag.empty() && at != std::string::npos) {
       size_t end = at + 8;
@@ -239,20 +254,24 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   Finding hang;
   hang.rule = "RUN002";
   hang.severity = Severity::Warning;
-  hang.subject = sample.processes.empty() ? "job" : "pid " + std::to_string(sample.processes.front().pid);
+  hang.subject =
+      sample.processes.empty() ? "job" : "pid " + std::to_string(sample.processes.front().pid);
   std::string what;
-  for (const auto& [w, n] : waits) what += (what.empty() ? "" : ", ") + std::to_string(n) + " in " + w;
-  hang.message = "no CPU progress, no output and no events for " + std::to_string(static_cast<long>(sample.idle_seconds)) +
-                 " s (" + std::to_string(sample.processes.size()) +
-                 (sample.processes.size() == 1 ? " process" : " processes") + "; threads: " + what + ")";
+  for (const auto& [w, n] : waits)
+    what += (what.empty() ? "" : ", ") + std::to_string(n) + " in " + w;
+  hang.message = "no CPU progress, no output and no events for " +
+                 std::to_string(static_cast<long>(sample.idle_seconds)) + " s (" +
+                 std::to_string(sample.processes.size()) +
+                 (sample.processes.size() == 1 ? " process" : " processes") + "; threads: " + what +
+                 ")";
   for (const ProcessSample& p : sample.processes) {
     hang.evidence.push_back({"pid " + std::to_string(p.pid) + ": " + p.command, "", std::nullopt});
     // Threads grouped by what they wait in and their stack (innermost 8
     // frames): 40 idle pool workers are one line.
     std::map<std::string, std::pair<int, std::string>> per;
     for (const ThreadSample& t : p.threads) {
-      std::string where =
-          (t.syscall.empty() ? std::string(1, t.state) : t.syscall) + (t.wchan.empty() ? "" : " in " + t.wchan);
+      std::string where = (t.syscall.empty() ? std::string(1, t.state) : t.syscall) +
+                          (t.wchan.empty() ? "" : " in " + t.wchan);
       std::string stack;
       for (size_t i = 0; i < t.stack.size() && i < 8; i++) stack += (i ? " <- " : "") + t.stack[i];
       auto& slot = per[where + "\n" + stack];
@@ -260,14 +279,18 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
       slot.second = where;
     }
     for (const auto& [key, v] : per) {
-      hang.evidence.push_back({"  " + std::to_string(v.first) + (v.first == 1 ? " thread " : " threads ") + v.second,
-                               "", std::nullopt});
+      hang.evidence.push_back(
+          {"  " + std::to_string(v.first) + (v.first == 1 ? " thread " : " threads ") + v.second,
+           "", std::nullopt});
       const std::string stack = key.substr(key.find('\n') + 1);
       if (!stack.empty()) hang.evidence.push_back({"    " + stack, "", std::nullopt});
     }
-    if (!p.stacks_error.empty()) hang.evidence.push_back({"  no native stacks: " + p.stacks_error, "", std::nullopt});
-    for (const std::string& l : p.locks) hang.evidence.push_back({"  lock: " + l, "", std::nullopt});
-    for (const std::string& so : p.sockets) hang.evidence.push_back({"  socket: " + so, "", std::nullopt});
+    if (!p.stacks_error.empty())
+      hang.evidence.push_back({"  no native stacks: " + p.stacks_error, "", std::nullopt});
+    for (const std::string& l : p.locks)
+      hang.evidence.push_back({"  lock: " + l, "", std::nullopt});
+    for (const std::string& so : p.sockets)
+      hang.evidence.push_back({"  socket: " + so, "", std::nullopt});
   }
 
   // Known lock files: a torch extension build lock (seed 002).
@@ -279,10 +302,12 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   try {
     jit::JitReport jr = jit::scan(host, jo);
     for (Finding& f : jr.findings)
-      if (f.rule == "JIT001" || f.rule == "JIT002" || f.rule == "JIT003") lock_findings.push_back(std::move(f));
+      if (f.rule == "JIT001" || f.rule == "JIT002" || f.rule == "JIT003")
+        lock_findings.push_back(std::move(f));
   } catch (const std::exception& e) {
-    hang.evidence.push_back({"the extension build caches could not be scanned: " + std::string(e.what()), "",
-                             std::nullopt});
+    hang.evidence.push_back(
+        {"the extension build caches could not be scanned: " + std::string(e.what()), "",
+         std::nullopt});
   }
   bool stale = false;
   for (const Finding& f : lock_findings) stale |= f.rule == "JIT001";
@@ -294,23 +319,28 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
     for (const std::string& so : p.sockets)
       if (connecting.empty() && so.ends_with(" SYN_SENT")) {
         const size_t arrow = so.find(" -> ");
-        const std::string to = arrow == std::string::npos ? so : so.substr(arrow + 4, so.size() - arrow - 4 - 9);
+        const std::string to =
+            arrow == std::string::npos ? so : so.substr(arrow + 4, so.size() - arrow - 4 - 9);
         connecting = "pid " + std::to_string(p.pid) + " connecting to " + to;
       }
   if (stale) {
     hang.message += ": the job is waiting for a torch extension build lock that no process holds";
-    hang.fix = "remove the stale lock: mldoctor jit --fix (it re-checks that no process holds it); the job "
-               "then builds and continues";
+    hang.fix =
+        "remove the stale lock: mldoctor jit --fix (it re-checks that no process holds it); the "
+        "job "
+        "then builds and continues";
   } else if (!lock_findings.empty()) {
     hang.message += ": an extension build lock is held by another process";
     hang.fix = "wait for that build, or stop it and run mldoctor jit --fix";
   } else if (!connecting.empty()) {
     hang.message += ": a TCP connection gets no answer (" + connecting + ")";
-    hang.fix = "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
-               "listening there), the interface the name resolves to, and any firewall between the nodes";
+    hang.fix =
+        "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
+        "listening there), the interface the name resolves to, and any firewall between the nodes";
   } else {
-    hang.fix = "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
-               "never completes; mldoctor jit for build locks";
+    hang.fix =
+        "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
+        "never completes; mldoctor jit for build locks";
   }
   sink.add(std::move(hang));
   for (Finding& f : lock_findings) sink.add(std::move(f));

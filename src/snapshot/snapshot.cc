@@ -32,7 +32,8 @@ bool wanted(const std::string& path) {
   if (!under) return false;
   // /proc/<pid>/... of other processes (lock holders): not ours to copy.
   // /proc/1 stays: container detection reads its cgroup.
-  if (path.starts_with("/proc/") && path.size() > 6 && std::isdigit(static_cast<unsigned char>(path[6])))
+  if (path.starts_with("/proc/") && path.size() > 6 &&
+      std::isdigit(static_cast<unsigned char>(path[6])))
     return (path.starts_with("/proc/1/") || path == "/proc/1") && !path.starts_with("/proc/1/fd");
   return true;
 }
@@ -69,7 +70,9 @@ class TarWriter {
     pad(data.size());
   }
   void directory(const std::string& name) { header(name + "/", '5', 0, 0755, ""); }
-  void link(const std::string& name, const std::string& target) { header(name, '2', 0, 0777, target); }
+  void link(const std::string& name, const std::string& target) {
+    header(name, '2', 0, 0777, target);
+  }
 
   u64 finish() {
     static const char zeros[1024] = {};
@@ -86,7 +89,8 @@ class TarWriter {
 
  private:
   void octal(char* field, size_t width, u64 v) {
-    std::snprintf(field, width, "%0*llo", static_cast<int>(width - 1), static_cast<unsigned long long>(v));
+    std::snprintf(field, width, "%0*llo", static_cast<int>(width - 1),
+                  static_cast<unsigned long long>(v));
   }
 
   // A GNU long-name record ('L' or 'K') for a name the header cannot hold.
@@ -102,7 +106,8 @@ class TarWriter {
     raw_header(name.substr(0, 100), type, size, mode, target.substr(0, 100));
   }
 
-  void raw_header(const std::string& name, char type, u64 size, u32 mode, const std::string& target) {
+  void raw_header(const std::string& name, char type, u64 size, u32 mode,
+                  const std::string& target) {
     char h[512] = {};
     std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
     octal(h + 100, 8, mode);
@@ -164,16 +169,17 @@ class TarWriter {
 
 bool is_secret_name(std::string_view name) {
   const std::string n = upper(name);
-  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "API_KEY",
-                           "APIKEY", "ACCESS_KEY", "PRIVATE_KEY", "AUTH", "COOKIE", "SESSION"})
+  for (const char* word :
+       {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "API_KEY", "APIKEY",
+        "ACCESS_KEY", "PRIVATE_KEY", "AUTH", "COOKIE", "SESSION"})
     if (n.find(word) != std::string::npos) return true;
   return n.ends_with("_KEY") || n.ends_with("_PASS") || n.ends_with("_PWD");
 }
 
 std::string masked_value(std::string_view name, std::string_view value) {
   if (is_secret_name(name)) return "<masked>";
-  for (const char* prefix : {"ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "hf_", "sk-", "xoxb-", "xoxp-", "AKIA",
-                             "glpat-"})
+  for (const char* prefix : {"ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "hf_", "sk-", "xoxb-",
+                             "xoxp-", "AKIA", "glpat-"})
     if (value.starts_with(prefix) && value.size() >= 16) return "<masked>";
   // scheme://user:password@host...
   std::string v(value);
@@ -192,7 +198,8 @@ std::string masked_value(std::string_view name, std::string_view value) {
 }
 
 Written write_snapshot(const host::AccessLog& log, const std::map<std::string, std::string>& env,
-                       const std::map<std::string, std::string>& facts, const std::string& out_path) {
+                       const std::map<std::string, std::string>& facts,
+                       const std::string& out_path) {
   Written w;
   TarWriter tar(out_path);
   std::set<std::string> dirs;  // every directory emitted, parents first
@@ -229,15 +236,16 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
     w.links++;
   }
   for (const auto& [path, data] : log.files) {
-    if (!wanted(path) || read_through.count(path)) continue;  // a file read through a link: its contents
+    if (!wanted(path) || read_through.count(path))
+      continue;  // a file read through a link: its contents
     ensure_parents(path);
     tar.file(path.substr(1), data);
     w.files++;
   }
   // Paths only stat()ed (the container markers, /dev/shm): present, empty.
   for (const std::string& path : log.stats) {
-    if (!wanted(path) || log.files.count(path) || log.links.count(path) || log.directories.count(path) ||
-        read_through.count(path))
+    if (!wanted(path) || log.files.count(path) || log.links.count(path) ||
+        log.directories.count(path) || read_through.count(path))
       continue;
     if (path == "/dev/shm") {
       ensure_parents("/dev/shm/");
@@ -273,7 +281,8 @@ std::optional<std::string> snapshot_fact(const host::Host& host, const std::stri
   return v;
 }
 
-host::Host host_at_root(const std::string& root, const std::map<std::string, std::string>& fallback) {
+host::Host host_at_root(const std::string& root,
+                        const std::map<std::string, std::string>& fallback) {
   host::Host probe(root, {});
   std::optional<std::string> environ = probe.read_file(kEnvironFile, 4 << 20);
   if (!environ) return host::Host(root, fallback);

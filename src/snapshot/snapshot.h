@@ -39,13 +39,15 @@ struct Written {
 // `facts` are written as they are under /.mldoctor/ (facts the checks learn
 // without a file of /proc, /sys or /etc: the glibc release).
 Written write_snapshot(const host::AccessLog& log, const std::map<std::string, std::string>& env,
-                       const std::map<std::string, std::string>& facts, const std::string& out_path);
+                       const std::map<std::string, std::string>& facts,
+                       const std::string& out_path);
 
 // A fact of a snapshot tree (/.mldoctor/<name>), nullopt elsewhere.
 std::optional<std::string> snapshot_fact(const host::Host& host, const std::string& name);
 
 // A Host for an analysed tree: its own recorded environment when it is a
 // snapshot (the file above), else `fallback` (the caller's environment).
-host::Host host_at_root(const std::string& root, const std::map<std::string, std::string>& fallback);
+host::Host host_at_root(const std::string& root,
+                        const std::map<std::string, std::string>& fallback);
 
 }  // namespace mld::snapshot

@@ -40,7 +40,7 @@
 
 struct object {
   struct link_map* map;
-  const char* name;    /* copied: link_map names die with dlclose */
+  const char* name; /* copied: link_map names die with dlclose */
   Lmid_t lmid;
   const char* runtime; /* gnu-openmp, kmp-openmp, mkl, openblas, other; NULL */
   int closed;
@@ -104,7 +104,8 @@ static int glibc_at_least(const char* v, int major, int minor) {
 MLD_EXPORT unsigned int la_version(unsigned int version) {
   if (version == 0 || !mld_trace_init()) return 0; /* not traced: stay out */
   const char* calls = getenv("MLDOCTOR_LIBC_CALLS");
-  wrap_libc = glibc_at_least(gnu_get_libc_version(), 2, 35) && !(calls && !strcmp(calls, "preload"));
+  wrap_libc =
+      glibc_at_least(gnu_get_libc_version(), 2, 35) && !(calls && !strcmp(calls, "preload"));
   ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
   exe_path[n > 0 ? n : 0] = 0;
   struct mld_event e;
@@ -227,13 +228,14 @@ static int defines(const struct dynsyms* d, const char* name) {
   if (d->gnu_hash) {
     uint32_t h = 5381;
     for (const unsigned char* c = (const unsigned char*)name; *c; c++) h = h * 33 + *c;
-    const uint32_t nbuckets = d->gnu_hash[0], symoffset = d->gnu_hash[1], bloom_size = d->gnu_hash[2],
-                   shift = d->gnu_hash[3];
+    const uint32_t nbuckets = d->gnu_hash[0], symoffset = d->gnu_hash[1],
+                   bloom_size = d->gnu_hash[2], shift = d->gnu_hash[3];
     if (nbuckets == 0 || bloom_size == 0) return 0;
     const ElfW(Addr)* bloom = (const ElfW(Addr)*)(d->gnu_hash + 4);
     const unsigned bits = sizeof(ElfW(Addr)) * 8;
     const ElfW(Addr) word = bloom[(h / bits) % bloom_size];
-    const ElfW(Addr) mask = ((ElfW(Addr))1 << (h % bits)) | ((ElfW(Addr))1 << ((h >> shift) % bits));
+    const ElfW(Addr) mask =
+        ((ElfW(Addr))1 << (h % bits)) | ((ElfW(Addr))1 << ((h >> shift) % bits));
     if ((word & mask) != mask) return 0;
     const uint32_t* buckets = (const uint32_t*)(bloom + bloom_size);
     const uint32_t* chain = buckets + nbuckets;
@@ -241,7 +243,8 @@ static int defines(const struct dynsyms* d, const char* name) {
     if (i < symoffset) return 0;
     for (;; i++) {
       const uint32_t h2 = chain[i - symoffset];
-      if ((h | 1) == (h2 | 1) && !strcmp(name, d->strtab + d->symtab[i].st_name)) return defined(&d->symtab[i]);
+      if ((h | 1) == (h2 | 1) && !strcmp(name, d->strtab + d->symtab[i].st_name))
+        return defined(&d->symtab[i]);
       if (h2 & 1) return 0;
     }
   }
@@ -287,7 +290,8 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   int has_setter = 0;
   const char* runtime = read_dynsyms(map, &d) ? runtime_of(&d, &has_setter) : NULL;
   const int is_base_libc = wrap_libc && !base_libc && lmid == LM_ID_BASE && runtime == NULL &&
-                          read_dynsyms(map, &d) && defines(&d, "__libc_start_main") && defines(&d, "dlerror");
+                           read_dynsyms(map, &d) && defines(&d, "__libc_start_main") &&
+                           defines(&d, "dlerror");
   unsigned i = __atomic_fetch_add(&object_count, 1, __ATOMIC_RELAXED);
   if (i < MAX_OBJECTS) {
     objects[i].map = map;
@@ -331,7 +335,10 @@ MLD_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
   }
   struct mld_event e;
   mld_event_begin(&e, "activity");
-  mld_event_str(&e, "what", flag == LA_ACT_ADD ? "add" : flag == LA_ACT_DELETE ? "delete" : "consistent");
+  mld_event_str(&e, "what",
+                flag == LA_ACT_ADD      ? "add"
+                : flag == LA_ACT_DELETE ? "delete"
+                                        : "consistent");
   loader_event(&e);
   if (flag == LA_ACT_CONSISTENT && holding) {
     flush_held();
@@ -342,10 +349,10 @@ MLD_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
 /* ---- thread-count calls ------------------------------------------------ */
 
 enum setter {
-  SET_OMP_THREADS,    /* void omp_set_num_threads(int) */
-  SET_MKL_THREADS,    /* void mkl_set_num_threads(int), MKL_Set_Num_Threads */
-  SET_MKL_LAYER,      /* int mkl_set_threading_layer(int), MKL_Set_Threading_Layer */
-  SET_BLAS_THREADS,   /* void openblas_set_num_threads(int), goto_set_num_threads */
+  SET_OMP_THREADS,  /* void omp_set_num_threads(int) */
+  SET_MKL_THREADS,  /* void mkl_set_num_threads(int), MKL_Set_Num_Threads */
+  SET_MKL_LAYER,    /* int mkl_set_threading_layer(int), MKL_Set_Threading_Layer */
+  SET_BLAS_THREADS, /* void openblas_set_num_threads(int), goto_set_num_threads */
   SETTER_KINDS
 };
 
@@ -389,8 +396,8 @@ static int call_getter(struct slot* s) {
   return s->getter ? s->getter() : -1;
 }
 
-static void emit_call(const struct slot* s, int value, const char* before_key, int before, const char* after_key,
-                      int after) {
+static void emit_call(const struct slot* s, int value, const char* before_key, int before,
+                      const char* after_key, int after) {
   struct mld_event e;
   mld_event_begin(&e, "threads");
   mld_event_str(&e, "fn", s->symbol);
@@ -419,7 +426,8 @@ static int set_layer(struct slot* s, int layer) {
 }
 
 #define REPEAT8(M, b) M(b##0) M(b##1) M(b##2) M(b##3) M(b##4) M(b##5) M(b##6) M(b##7)
-#define REPEAT48(M) REPEAT8(M, ) REPEAT8(M, 1) REPEAT8(M, 2) REPEAT8(M, 3) REPEAT8(M, 4) REPEAT8(M, 5)
+#define REPEAT48(M) \
+  REPEAT8(M, ) REPEAT8(M, 1) REPEAT8(M, 2) REPEAT8(M, 3) REPEAT8(M, 4) REPEAT8(M, 5)
 #define LIST8(M, b) M(b##0), M(b##1), M(b##2), M(b##3), M(b##4), M(b##5), M(b##6), M(b##7)
 #define LIST48(M) LIST8(M, ), LIST8(M, 1), LIST8(M, 2), LIST8(M, 3), LIST8(M, 4), LIST8(M, 5)
 
@@ -432,8 +440,10 @@ static int set_layer(struct slot* s, int layer) {
 #define DEFINE_OMP(i) DEFINE_COUNT(SET_OMP_THREADS, i)
 #define DEFINE_MKL(i) DEFINE_COUNT(SET_MKL_THREADS, i)
 #define DEFINE_BLAS(i) DEFINE_COUNT(SET_BLAS_THREADS, i)
-#define DEFINE_LAYER(i) \
-  static int SET_MKL_LAYER_w##i(int n) { return set_layer(&slots[SET_MKL_LAYER][SLOT_INDEX(i)], n); }
+#define DEFINE_LAYER(i)                                        \
+  static int SET_MKL_LAYER_w##i(int n) {                       \
+    return set_layer(&slots[SET_MKL_LAYER][SLOT_INDEX(i)], n); \
+  }
 REPEAT48(DEFINE_OMP)
 REPEAT48(DEFINE_MKL)
 REPEAT48(DEFINE_BLAS)
@@ -467,8 +477,7 @@ static int setter_kind(const char* n) {
     case 'g':
       if (!strcmp(n, "goto_set_num_threads")) return SET_BLAS_THREADS;
       return -1;
-    default:
-      return -1;
+    default: return -1;
   }
 }
 
@@ -477,10 +486,13 @@ static struct slot* slot_for(enum setter kind, const char* symbol, const struct 
   for (int i = 0; i < SLOTS; i++) {
     struct slot* s = &slots[kind][i];
     int state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if (state == 2 && s->caller == caller && s->target == target && !strcmp(s->symbol, symbol)) return s;
+    if (state == 2 && s->caller == caller && s->target == target && !strcmp(s->symbol, symbol))
+      return s;
     if (state != 0) continue;
     int expected = 0;
-    if (!__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    if (!__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+      continue;
     s->kind = kind;
     s->symbol = symbol;
     s->caller = caller;
@@ -526,13 +538,14 @@ static uintptr_t libc_binding(const char* name, uintptr_t target) {
 /* Every binding of a referencing object to a defining one passes here once
  * (lazily at first call, at load time for BIND_NOW objects from glibc 2.35,
  * and for dlsym). Anything but the setters returns its own target. */
-MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* refcook, uintptr_t* defcook,
-                                  unsigned int* flags, const char* symname) {
+MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* refcook,
+                                  uintptr_t* defcook, unsigned int* flags, const char* symname) {
   const struct object* runtime = object_of(*defcook);
   if (runtime && runtime == base_libc) return libc_binding(symname, sym->st_value);
   int kind = setter_kind(symname);
   if (kind < 0) return sym->st_value;
-  struct slot* s = slot_for((enum setter)kind, symname, object_of(*refcook), runtime, (void*)sym->st_value);
+  struct slot* s =
+      slot_for((enum setter)kind, symname, object_of(*refcook), runtime, (void*)sym->st_value);
   if (!s) return sym->st_value;
   return (uintptr_t)wrappers[kind][s - slots[kind]];
 }
@@ -545,7 +558,9 @@ void mld_openmp_json(char* buf, size_t size) {
   unsigned n = object_count < MAX_OBJECTS ? object_count : MAX_OBJECTS;
   for (unsigned i = 0; i < n; i++) {
     const struct object* o = &objects[i];
-    if (!o->runtime || o->closed || (strcmp(o->runtime, "gnu-openmp") && strcmp(o->runtime, "kmp-openmp"))) continue;
+    if (!o->runtime || o->closed ||
+        (strcmp(o->runtime, "gnu-openmp") && strcmp(o->runtime, "kmp-openmp")))
+      continue;
     struct mld_event one;
     one.len = 0;
     one.truncated = 0;

@@ -82,16 +82,21 @@ MLD_LIBC_VISIBLE pid_t MLD_LIBC_CALL(fork)(void) {
 }
 
 static int watched_variable(const char* name) {
-  static const char* const prefixes[] = {"OMP_",  "KMP_",    "GOMP_",  "MKL_",     "OPENBLAS_", "GOTO_",
-                                         "BLIS_", "VECLIB_", "NUMBA_", "NUMEXPR_", "TBB_",      "LD_",
-                                         "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES", "NCCL_", "TORCH_"};
+  static const char* const prefixes[] = {"OMP_",           "KMP_",
+                                         "GOMP_",          "MKL_",
+                                         "OPENBLAS_",      "GOTO_",
+                                         "BLIS_",          "VECLIB_",
+                                         "NUMBA_",         "NUMEXPR_",
+                                         "TBB_",           "LD_",
+                                         "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES",
+                                         "NCCL_",          "TORCH_"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (mld_starts_with(name, prefixes[i])) return 1;
   return 0;
 }
 
-static void emit_env(const char* op, const char* name, size_t name_len, const char* value, int result,
-                     const void* caller) {
+static void emit_env(const char* op, const char* name, size_t name_len, const char* value,
+                     int result, const void* caller) {
   int saved = errno;
   struct mld_event e;
   mld_event_begin(&e, "env");
@@ -117,7 +122,8 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(putenv)(char* string) {
   if (watched_variable(string) && mld_trace_enabled()) {
     const char* eq = strchr(string, '=');
     if (eq)
-      emit_env("putenv", string, (size_t)(eq - string), eq + 1, result, __builtin_return_address(0));
+      emit_env("putenv", string, (size_t)(eq - string), eq + 1, result,
+               __builtin_return_address(0));
     else
       emit_env("unsetenv", string, strlen(string), NULL, result, __builtin_return_address(0));
   }

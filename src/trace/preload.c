@@ -26,8 +26,8 @@
  * they define; this is only the fork event's hint). */
 static int openmp_name(const char* path) {
   const char* base = mld_basename(path);
-  return mld_starts_with(base, "libgomp") || mld_starts_with(base, "libiomp5") || mld_starts_with(base, "libomp.") ||
-         mld_starts_with(base, "libomp-");
+  return mld_starts_with(base, "libgomp") || mld_starts_with(base, "libiomp5") ||
+         mld_starts_with(base, "libomp.") || mld_starts_with(base, "libomp-");
 }
 
 struct json_list {

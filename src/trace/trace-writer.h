@@ -29,12 +29,12 @@ int mld_trace_enabled(void);
 
 /* Starts an event: {"ev":"<kind>","pid":..,"tid":..,"t":<monotonic ns> */
 void mld_event_begin(struct mld_event* e, const char* kind);
-void mld_event_str(struct mld_event* e, const char* key, const char* value);   /* null: JSON null */
+void mld_event_str(struct mld_event* e, const char* key, const char* value); /* null: JSON null */
 void mld_event_strn(struct mld_event* e, const char* key, const char* value, size_t n);
 void mld_event_int(struct mld_event* e, const char* key, long long value);
 /* NUL-separated strings (as in /proc/self/cmdline) as a JSON array. */
 void mld_event_strings(struct mld_event* e, const char* key, const char* nul_separated, size_t n);
-void mld_event_raw(struct mld_event* e, const char* key, const char* json);    /* trusted JSON */
+void mld_event_raw(struct mld_event* e, const char* key, const char* json); /* trusted JSON */
 /* Closes the object and appends it to this process's file. */
 void mld_event_emit(struct mld_event* e);
 /* Closes the object without writing it: e->text[0..e->len) is one line. */

@@ -97,7 +97,8 @@ std::string decode_all(const std::function<mld::elf::ElfFile()>& parse) {
     }
     try {
       // The hash-table walks (DT_GNU_HASH bloom, buckets, chains; DT_HASH).
-      for (std::string_view n : {"malloc", "omp_get_num_threads", "", "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"})
+      for (std::string_view n :
+           {"malloc", "omp_get_num_threads", "", "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"})
         add(f.defines_symbol(n) ? "defined" : "undefined");
       for (std::string_view n : f.tls_definitions()) add(n);
     } catch (const mld::ParseError& e) {
@@ -113,7 +114,8 @@ std::string decode_all(const std::function<mld::elf::ElfFile()>& parse) {
     } catch (const mld::ParseError& e) {
       add(e.what());
     }
-    for (const mld::elf::ProgramHeader& ph : f.program_headers()) (void)f.vaddr_to_offset(ph.p_vaddr);
+    for (const mld::elf::ProgramHeader& ph : f.program_headers())
+      (void)f.vaddr_to_offset(ph.p_vaddr);
   } catch (const mld::ParseError& e) {
     add(e.what());
   }
@@ -127,8 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mld::ByteView bytes(copy.data(), copy.size());
   (void)mld::elf::has_elf_magic(bytes);
   std::string in_memory = decode_all([&] { return mld::elf::ElfFile::parse(bytes); });
-  std::string in_pieces = decode_all(
-      [&] { return mld::elf::ElfFile::parse(std::make_shared<PieceSource>(bytes)); });
+  std::string in_pieces =
+      decode_all([&] { return mld::elf::ElfFile::parse(std::make_shared<PieceSource>(bytes)); });
   if (in_memory != in_pieces) __builtin_trap();
   return 0;
 }

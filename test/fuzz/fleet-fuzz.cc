@@ -22,11 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (m.digests.size() != group_specs().size()) abort();
           break;
         }
-        case 'P':
-          (void)decode_plan(bytes);
-          break;
-        default:
-          (void)decode_details(bytes);
+        case 'P': (void)decode_plan(bytes); break;
+        default: (void)decode_details(bytes);
       }
     } catch (const ReportError&) {
     }

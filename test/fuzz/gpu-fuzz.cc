@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       gpu::NcclIfList l = gpu::parse_nccl_if_list(text, 16);
       if (l.entries.size() > 16) abort();
       for (const gpu::NcclIfEntry& e : l.entries) {
-        if (e.prefix.empty() || e.prefix.find(',') != std::string::npos || e.prefix.find(':') != std::string::npos)
+        if (e.prefix.empty() || e.prefix.find(',') != std::string::npos ||
+            e.prefix.find(':') != std::string::npos)
           abort();
         // An entry keeps its own name unless the list excludes.
         if (gpu::nccl_if_list_keeps(l, e.prefix, e.port) == l.exclude) abort();

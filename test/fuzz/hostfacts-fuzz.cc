@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!cpus) break;
       for (size_t i = 1; i < cpus->size(); i++)
         if ((*cpus)[i - 1] >= (*cpus)[i]) abort();  // sorted, no duplicates
-      std::optional<std::vector<u32>> again = hostfacts::parse_cpu_list(hostfacts::format_cpu_list(*cpus));
+      std::optional<std::vector<u32>> again =
+          hostfacts::parse_cpu_list(hostfacts::format_cpu_list(*cpus));
       if (!again || *again != *cpus) abort();
       break;
     }

@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   whole.feed(ByteView(data, size));
   whole.finish();
   logs::Scanner split(matcher, {context, "fuzz"});
-  for (size_t i = 0; i < size; i += piece) split.feed(ByteView(data + i, std::min(piece, size - i)));
+  for (size_t i = 0; i < size; i += piece)
+    split.feed(ByteView(data + i, std::min(piece, size - i)));
   split.finish();
   if (digest(whole) != digest(split)) abort();
   if (whole.lines() != split.lines()) abort();

@@ -1,12 +1,13 @@
 // detect-test.cc — the detector registry against the rule files (ids both
 // ways), the one conversion of a detection into a finding, the one
 // suppression (`replaces`), and detectors as pure functions of facts.
+#include "detect/detect.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-#include "detect/detect.h"
 #include "rules/rules.h"
 
 namespace mld {
@@ -16,13 +17,14 @@ namespace {
 // facts (issue 16 moves them here one module at a time). The list may only
 // shrink: a rule registered here must leave it.
 const std::set<std::string> kNotYetRegistered = {
-    "CUDA001", "ENV001", "ENV002", "ENV003", "ENV004", "ENV005", "ENV006", "ENV007", "ENV008", "ENV009",
-    "ENV010",  "ENV011", "ENV012", "ENV013", "ENV014", "ENV015", "FLEET001", "FLEET002", "FLEET003",
-    "FLEET004", "FLEET005", "FLEET006", "GPU001", "GPU002", "GPU003", "GPU004", "GPU005", "GPU006",
-    "GPU007", "GPU008", "GPU009", "HOST001", "HOST002", "HOST003", "JIT001", "JIT002", "JIT003",
-    "JIT004", "JIT005", "JIT006", "JIT007", "JIT008", "LD001", "LD002", "LD003", "LD004", "LD005",
-    "MKL001", "NCCL001", "NCCL002", "NCCL003", "NCCL004", "NCCL005", "NCCL006", "NCCL007", "NCCL008",
-    "NCCL009", "RUN001", "RUN002", "THR001", "THR002", "THR003"};
+    "CUDA001",  "ENV001",   "ENV002",   "ENV003",   "ENV004",   "ENV005",   "ENV006",  "ENV007",
+    "ENV008",   "ENV009",   "ENV010",   "ENV011",   "ENV012",   "ENV013",   "ENV014",  "ENV015",
+    "FLEET001", "FLEET002", "FLEET003", "FLEET004", "FLEET005", "FLEET006", "GPU001",  "GPU002",
+    "GPU003",   "GPU004",   "GPU005",   "GPU006",   "GPU007",   "GPU008",   "GPU009",  "HOST001",
+    "HOST002",  "HOST003",  "JIT001",   "JIT002",   "JIT003",   "JIT004",   "JIT005",  "JIT006",
+    "JIT007",   "JIT008",   "LD001",    "LD002",    "LD003",    "LD004",    "LD005",   "MKL001",
+    "NCCL001",  "NCCL002",  "NCCL003",  "NCCL004",  "NCCL005",  "NCCL006",  "NCCL007", "NCCL008",
+    "NCCL009",  "RUN001",   "RUN002",   "THR001",   "THR002",   "THR003"};
 
 TEST(DetectorRegistry, EveryDetectorHasAFactRule) {
   const rules::RuleSet& rules = rules::RuleSet::builtin();
@@ -32,10 +34,12 @@ TEST(DetectorRegistry, EveryDetectorHasAFactRule) {
     ASSERT_NE(r, nullptr) << d.rule << " is registered but has no rules/" << d.rule << ".toml";
     EXPECT_FALSE(r->detector.empty()) << d.rule << " is a log rule (signatures), not a fact rule";
     EXPECT_FALSE(r->withdrawn) << d.rule;
-    EXPECT_EQ(kNotYetRegistered.count(d.rule), 0u) << d.rule << " is registered: remove it from kNotYetRegistered";
+    EXPECT_EQ(kNotYetRegistered.count(d.rule), 0u)
+        << d.rule << " is registered: remove it from kNotYetRegistered";
   }
   for (size_t i = 1; i < detect::detectors().size(); i++)
-    EXPECT_LT(std::string(detect::detectors()[i - 1].rule), std::string(detect::detectors()[i].rule));
+    EXPECT_LT(std::string(detect::detectors()[i - 1].rule),
+              std::string(detect::detectors()[i].rule));
 }
 
 TEST(DetectorRegistry, EveryFactRuleHasADetector) {
@@ -62,7 +66,8 @@ TEST(DetectorRegistry, AnUnknownIdIsABug) {
 TEST(FindingFrom, SeverityTitleAndFixComeFromTheRule) {
   std::vector<rules::RuleError> errors;
   std::optional<rules::Rule> rule = rules::parse_rule(
-      "id = \"TST001\"\nseverity = \"warning\"\nescalated_severity = \"error\"\ntitle = \"A test\"\n"
+      "id = \"TST001\"\nseverity = \"warning\"\nescalated_severity = \"error\"\ntitle = \"A "
+      "test\"\n"
       "detector = \"test\"\nexplanation = \"x\"\nreferences = [\"https://example.org\"]\n"
       "[fix]\ntext = \"Do this.\"\nenv = [\"A=1\"]\n",
       "", errors);
@@ -89,9 +94,11 @@ TEST(FindingFrom, SeverityTitleAndFixComeFromTheRule) {
 TEST(FindingFrom, EscalationIsOnlyForFactRules) {
   std::vector<rules::RuleError> errors;
   EXPECT_FALSE(rules::parse_rule(
-      "id = \"TST002\"\nseverity = \"warning\"\nescalated_severity = \"error\"\ntitle = \"A test\"\n"
+      "id = \"TST002\"\nseverity = \"warning\"\nescalated_severity = \"error\"\ntitle = \"A "
+      "test\"\n"
       "explanation = \"x\"\nreferences = [\"https://example.org\"]\n[fix]\ntext = \"Do this.\"\n"
-      "[[signature]]\npattern = \"x\"\n[[example]]\nlog = \"x\"\n[[negative]]\nlog = \"y\"\nwhy = \"z\"\n",
+      "[[signature]]\npattern = \"x\"\n[[example]]\nlog = \"x\"\n[[negative]]\nlog = \"y\"\nwhy = "
+      "\"z\"\n",
       "", errors));
 }
 
@@ -117,8 +124,10 @@ TEST(DropReplaced, AFactFindingHidesTheRulesItReplaces) {
 detect::OpenMpProcess two_runtimes(loader::OpenMpKind second) {
   detect::OpenMpProcess p;
   p.process = "import torch, cv2";
-  p.runtimes.push_back({loader::OpenMpKind::Gnu, "libgomp.so.1", "/usr/lib/libgomp.so.1", "", "loaded by import torch"});
-  p.runtimes.push_back({second, "libomp.so.5", "/usr/lib/libomp.so.5", "OMP_5.0", "loaded by import cv2"});
+  p.runtimes.push_back({loader::OpenMpKind::Gnu, "libgomp.so.1", "/usr/lib/libgomp.so.1", "",
+                        "loaded by import torch"});
+  p.runtimes.push_back(
+      {second, "libomp.so.5", "/usr/lib/libomp.so.5", "OMP_5.0", "loaded by import cv2"});
   return p;
 }
 
@@ -133,9 +142,11 @@ TEST(Omp001, OneDetectorForPredictedAndObservedProcesses) {
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].rule, "OMP001");
   EXPECT_EQ(f[0].severity, Severity::Warning);  // one GNU, one LLVM: no abort
-  EXPECT_EQ(f[0].message, "2 OpenMP runtimes would be loaded by `import torch, cv2`: each keeps its own thread "
-                          "pool and thread count");
-  EXPECT_EQ(f[0].evidence[1].text, "LLVM libomp libomp.so.5 => /usr/lib/libomp.so.5 (OMP_5.0), loaded by import cv2");
+  EXPECT_EQ(f[0].message,
+            "2 OpenMP runtimes would be loaded by `import torch, cv2`: each keeps its own thread "
+            "pool and thread count");
+  EXPECT_EQ(f[0].evidence[1].text,
+            "LLVM libomp libomp.so.5 => /usr/lib/libomp.so.5 (OMP_5.0), loaded by import cv2");
 
   facts.openmp[0] = two_runtimes(loader::OpenMpKind::Llvm);
   facts.openmp[0].runtimes[0].kind = loader::OpenMpKind::Intel;
@@ -145,7 +156,8 @@ TEST(Omp001, OneDetectorForPredictedAndObservedProcesses) {
   f = detect_all(facts);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].severity, Severity::Error);  // the rule's escalated severity
-  EXPECT_NE(f[0].message.find("were loaded in pid 7 (python3 train.py): the second LLVM/Intel copy aborted it"),
+  EXPECT_NE(f[0].message.find(
+                "were loaded in pid 7 (python3 train.py): the second LLVM/Intel copy aborted it"),
             std::string::npos);
 
   facts.openmp[0].runtimes.pop_back();

@@ -104,11 +104,11 @@ struct ElfSpec {
 
 // File offsets of what build_elf wrote (0 when absent).
 struct ElfLayout {
-  u64 phoff = 0, shoff = 0, interp = 0, dynstr = 0, dynstr_size = 0, dynsym = 0,
-      hash = 0, gnu_hash = 0, versym = 0, verneed = 0, verdef = 0, rela = 0,
-      jmprel = 0, notes = 0, tls = 0, dynamic = 0, comment = 0, shstrtab = 0;
-  u64 seg2_offset = 0;  // first byte of the RW segment
-  u64 seg2_delta = 0;   // vaddr - offset inside the RW segment
+  u64 phoff = 0, shoff = 0, interp = 0, dynstr = 0, dynstr_size = 0, dynsym = 0, hash = 0,
+      gnu_hash = 0, versym = 0, verneed = 0, verdef = 0, rela = 0, jmprel = 0, notes = 0, tls = 0,
+      dynamic = 0, comment = 0, shstrtab = 0;
+  u64 seg2_offset = 0;               // first byte of the RW segment
+  u64 seg2_delta = 0;                // vaddr - offset inside the RW segment
   std::vector<u64> dynamic_entries;  // offset of each dynamic entry, DT_NULL last
 };
 
@@ -488,8 +488,8 @@ inline std::vector<u8> build_elf(const ElfSpec& s, ElfLayout* layout_out = nullp
     secs.push_back(
         Sec{shstr.add(".dynstr"), 3, 2, vaddr1(L.dynstr), L.dynstr, L.dynstr_size, 0, 0, 1, 0});
     if (has_notes) {
-      secs.push_back(Sec{shstr.add(".note.test"), 7, 2, vaddr1(L.notes), L.notes, notes_size, 0,
-                         0, 4, 0});
+      secs.push_back(
+          Sec{shstr.add(".note.test"), 7, 2, vaddr1(L.notes), L.notes, notes_size, 0, 0, 4, 0});
     }
     if (L.dynamic) {
       secs.push_back(Sec{shstr.add(".dynamic"), 6, 3, vaddr2(L.dynamic), L.dynamic,
@@ -498,8 +498,8 @@ inline std::vector<u8> build_elf(const ElfSpec& s, ElfLayout* layout_out = nullp
     if (!s.comments.empty()) {
       L.comment = o.pos();
       for (const std::string& c : s.comments) o.bytes(c.c_str(), c.size() + 1);
-      secs.push_back(Sec{shstr.add(".comment"), 1, 0x30, 0, L.comment, o.pos() - L.comment, 0, 0,
-                         1, 1});
+      secs.push_back(
+          Sec{shstr.add(".comment"), 1, 0x30, 0, L.comment, o.pos() - L.comment, 0, 0, 1, 1});
     }
     const u32 shstr_name = shstr.add(".shstrtab");
     L.shstrtab = o.pos();
@@ -585,8 +585,9 @@ inline std::vector<u8> build_elf(const ElfSpec& s, ElfLayout* layout_out = nullp
   phdr(PT_LOAD, PF_R, 0, vaddr1(0), seg1_end, seg1_end, 0x1000);
   phdr(PT_LOAD, PF_R | PF_W, L.seg2_offset, vaddr2(L.seg2_offset), seg2_end - L.seg2_offset,
        seg2_end - L.seg2_offset + tls_bss, 0x1000);
-  if (s.interp) phdr(PT_INTERP, PF_R, L.interp, vaddr1(L.interp), s.interp->size() + 1,
-                     s.interp->size() + 1, 1);
+  if (s.interp)
+    phdr(PT_INTERP, PF_R, L.interp, vaddr1(L.interp), s.interp->size() + 1, s.interp->size() + 1,
+         1);
   if (s.tls) {
     phdr(PT_TLS, PF_R, L.tls, vaddr2(L.tls) + s.tls->vaddr_bias, s.tls->filesz, s.tls->memsz,
          s.tls->align);

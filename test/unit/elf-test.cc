@@ -5,26 +5,27 @@
 //      binutils `readelf -W` prints for them (run with popen);
 //  (c) deliberately broken inputs, which must give a ParseError with a clear
 //      message and never a crash, a hang or a huge allocation.
+#include "elf/elf.h"
+
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
-#include <unistd.h>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "elf-builder.h"
 #include "run-command.h"
-#include "elf/elf.h"
 
 using namespace mld;
 using namespace mld::elf;
@@ -59,12 +60,12 @@ std::string parse_error_of(Fn fn) {
   return "";
 }
 
-#define EXPECT_PARSE_ERROR(expr, substring)                                   \
-  do {                                                                        \
-    std::string msg_ = parse_error_of([&] { (void)(expr); });                 \
-    EXPECT_NE(msg_, "") << "expected a ParseError from " #expr;               \
-    EXPECT_NE(msg_.find(substring), std::string::npos)                        \
-        << "message \"" << msg_ << "\" lacks \"" << (substring) << "\"";     \
+#define EXPECT_PARSE_ERROR(expr, substring)                              \
+  do {                                                                   \
+    std::string msg_ = parse_error_of([&] { (void)(expr); });            \
+    EXPECT_NE(msg_, "") << "expected a ParseError from " #expr;          \
+    EXPECT_NE(msg_.find(substring), std::string::npos)                   \
+        << "message \"" << msg_ << "\" lacks \"" << (substring) << "\""; \
   } while (0)
 
 std::vector<u8> read_file(const std::string& path) {
@@ -112,9 +113,8 @@ ElfSpec full_spec(bool is64, bool be, u16 machine) {
   s.depaudit = "libdepaudit.so";
   s.flags = DF_STATIC_TLS | DF_BIND_NOW;
   s.flags_1 = DF_1_NOW | DF_1_NODEFLIB;
-  s.verdef = {{1, VER_FLG_BASE, {"libx.so.1"}},
-              {2, 0, {"LIBX_1.0"}},
-              {3, 0, {"LIBX_2.0", "LIBX_1.0"}}};
+  s.verdef = {
+      {1, VER_FLG_BASE, {"libx.so.1"}}, {2, 0, {"LIBX_1.0"}}, {3, 0, {"LIBX_2.0", "LIBX_1.0"}}};
   s.verneed = {{"libc.so.6", {{"GLIBC_2.2.5", 0, 4}, {"GLIBC_2.34", 0, 5}}},
                {"libm.so.6", {{"GLIBC_2.29", VER_FLG_WEAK, 6}}}};
   s.dynsym = {
@@ -126,8 +126,11 @@ ElfSpec full_spec(bool is64, bool be, u16 machine) {
       {"cosh", 0, 0, STT_FUNC, STB_WEAK, 0, 6},
   };
   RelocNumbers n = numbers_for(machine);
-  s.relocs = {{0x3000, n.ie, 1, 0}, {0x3008, n.ie2, 0, 16}, {0x3010, n.other, 0, 0x99},
-              {0x3018, n.dtpmod, 2, 0}, {0x3020, n.dtpoff, 2, 0}};
+  s.relocs = {{0x3000, n.ie, 1, 0},
+              {0x3008, n.ie2, 0, 16},
+              {0x3010, n.other, 0, 0x99},
+              {0x3018, n.dtpmod, 2, 0},
+              {0x3020, n.dtpoff, 2, 0}};
   s.plt_relocs = {{0x4000, n.jump_slot, 4, 0}, {0x4008, n.desc, 2, 0}};
   s.notes = {{"GNU", 5, {1, 2, 3, 4, 5, 6, 7, 8}}, {"GNU", 3, kBuildId}};
   s.comments = {"GCC: (Debian 12.2.0-14) 12.2.0", "clang version 14.0.6"};
@@ -139,8 +142,8 @@ struct Combo {
   ElfSpec::Hash hash;
 };
 std::string combo_name(const ::testing::TestParamInfo<Combo>& i) {
-  const char* h = i.param.hash == ElfSpec::Hash::Sysv  ? "SysvHash"
-                  : i.param.hash == ElfSpec::Hash::Gnu ? "GnuHash"
+  const char* h = i.param.hash == ElfSpec::Hash::Sysv   ? "SysvHash"
+                  : i.param.hash == ElfSpec::Hash::Gnu  ? "GnuHash"
                   : i.param.hash == ElfSpec::Hash::Both ? "BothHashes"
                                                         : "SectionCount";
   return std::string(i.param.is64 ? "Elf64" : "Elf32") + (i.param.be ? "BE" : "LE") + h;
@@ -285,15 +288,19 @@ TEST_P(Synthetic, RoundTripsEveryField) {
   EXPECT_EQ(&cached_defs, &f.cached_version_defs());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllClassesAndByteOrders, Synthetic,
-    ::testing::Values(Combo{true, false, ElfSpec::Hash::Sysv}, Combo{true, true, ElfSpec::Hash::Sysv},
-                      Combo{false, false, ElfSpec::Hash::Sysv}, Combo{false, true, ElfSpec::Hash::Sysv},
-                      Combo{true, false, ElfSpec::Hash::Gnu}, Combo{true, true, ElfSpec::Hash::Gnu},
-                      Combo{false, false, ElfSpec::Hash::Gnu}, Combo{false, true, ElfSpec::Hash::Gnu},
-                      Combo{true, false, ElfSpec::Hash::None}, Combo{false, true, ElfSpec::Hash::None},
-                      Combo{true, true, ElfSpec::Hash::Both}),
-    combo_name);
+INSTANTIATE_TEST_SUITE_P(AllClassesAndByteOrders, Synthetic,
+                         ::testing::Values(Combo{true, false, ElfSpec::Hash::Sysv},
+                                           Combo{true, true, ElfSpec::Hash::Sysv},
+                                           Combo{false, false, ElfSpec::Hash::Sysv},
+                                           Combo{false, true, ElfSpec::Hash::Sysv},
+                                           Combo{true, false, ElfSpec::Hash::Gnu},
+                                           Combo{true, true, ElfSpec::Hash::Gnu},
+                                           Combo{false, false, ElfSpec::Hash::Gnu},
+                                           Combo{false, true, ElfSpec::Hash::Gnu},
+                                           Combo{true, false, ElfSpec::Hash::None},
+                                           Combo{false, true, ElfSpec::Hash::None},
+                                           Combo{true, true, ElfSpec::Hash::Both}),
+                         combo_name);
 
 // AArch64 numbers its TLS relocations differently (1028..1031).
 TEST(SyntheticElf, AArch64TlsRelocations) {
@@ -373,8 +380,8 @@ TEST(SyntheticElf, RelocatableObjectWithoutProgramHeaders) {
   s.dynamic = false;
   s.comments = {"GCC: (GNU) 13.1.0"};
   std::vector<u8> b = build_elf(s);
-  mld::test::put_u16(b, 16, 1, false);   // ET_REL
-  mld::test::put_u16(b, 56, 0, false);   // e_phnum = 0
+  mld::test::put_u16(b, 16, 1, false);  // ET_REL
+  mld::test::put_u16(b, 56, 0, false);  // e_phnum = 0
   ElfFile f = ElfFile::parse(view(b));
   EXPECT_TRUE(f.program_headers().empty());
   EXPECT_FALSE(f.has_dynamic());
@@ -436,8 +443,14 @@ TEST(SyntheticElf, EmptyGnuHashLeavesTheCountToTheSectionHeader) {
 }
 
 TEST(ElfBasics, MagicAndMachineNames) {
-  EXPECT_TRUE(has_elf_magic(ByteView(std::string_view("\x7f" "ELF\x02", 5))));
-  EXPECT_FALSE(has_elf_magic(ByteView(std::string_view("\x7f" "EL", 3))));
+  EXPECT_TRUE(
+      has_elf_magic(ByteView(std::string_view("\x7f"
+                                              "ELF\x02",
+                                              5))));
+  EXPECT_FALSE(
+      has_elf_magic(ByteView(std::string_view("\x7f"
+                                              "EL",
+                                              3))));
   EXPECT_FALSE(has_elf_magic(ByteView(std::string_view("#!/bin/sh\n"))));
   EXPECT_EQ(machine_name(EM_X86_64), "x86-64");
   EXPECT_EQ(machine_name(EM_AARCH64), "AArch64");
@@ -658,8 +671,8 @@ void compare_with_readelf(const std::string& path) {
         file = mt[1];
         rneeds.push_back(file);
       } else if (where == Need && std::regex_search(l, mt, aux_re)) {
-        need_rows.push_back({file, mt[1], mt[2].str().find("WEAK") != std::string::npos,
-                             std::stoi(mt[3])});
+        need_rows.push_back(
+            {file, mt[1], mt[2].str().find("WEAK") != std::string::npos, std::stoi(mt[3])});
       }
     }
     ASSERT_EQ(def_names.size(), defs.size());
@@ -672,8 +685,8 @@ void compare_with_readelf(const std::string& path) {
     std::vector<std::tuple<std::string, std::string, int, int>> ours;
     for (const VersionNeed& n : needs) {
       for (const VersionNeedEntry& e : n.entries) {
-        ours.push_back({std::string(n.file), std::string(e.name), (e.flags & VER_FLG_WEAK) != 0,
-                        e.other});
+        ours.push_back(
+            {std::string(n.file), std::string(e.name), (e.flags & VER_FLG_WEAK) != 0, e.other});
       }
     }
     EXPECT_EQ(ours, need_rows);
@@ -692,7 +705,8 @@ void compare_with_readelf(const std::string& path) {
     for (std::string l : lines_of(out)) {
       // readelf names binding 10 UNIQUE only in ELFOSABI_GNU files; in the
       // others (GCC's libcc1.so, for one) it prints "<OS specific>: 10".
-      if (size_t os = l.find("<OS specific>: 10 "); os != std::string::npos) l.replace(os, 17, "UNIQUE");
+      if (size_t os = l.find("<OS specific>: 10 "); os != std::string::npos)
+        l.replace(os, 17, "UNIQUE");
       if (!std::regex_match(l, mt, row_re)) continue;
       const u64 i = std::stoull(mt[1]);
       ASSERT_LT(i, syms.size());
@@ -826,7 +840,10 @@ bool is_regular_elf(const std::string& path) {
   char magic[4] = {};
   size_t n = std::fread(magic, 1, 4, fp);
   std::fclose(fp);
-  return n == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+  return n == 4 && std::memcmp(magic,
+                               "\x7f"
+                               "ELF",
+                               4) == 0;
 }
 
 bool readelf_can_read(const std::string& path) {
@@ -860,7 +877,8 @@ std::vector<std::string> oracle_sample() {
   }
   const size_t want = 50;
   const size_t step = std::max<size_t>(1, libs.size() / want);
-  for (size_t i = 0; i < libs.size() && files.size() < want + 7; i += step) files.push_back(libs[i]);
+  for (size_t i = 0; i < libs.size() && files.size() < want + 7; i += step)
+    files.push_back(libs[i]);
   return files;
 }
 
@@ -892,13 +910,16 @@ TEST(ReadelfOracle, FreshlyBuiltObjectsForOtherTargets) {
     std::fclose(fp);
   };
   write("dep.c", "int dep_fn(void) { return 1; }\nint dep_fn2(void) { return 2; }\n");
-  write("dep.map", "DEP_1.0 { global: dep_fn; local: *; };\nDEP_2.0 { global: dep_fn2; } DEP_1.0;\n");
+  write("dep.map",
+        "DEP_1.0 { global: dep_fn; local: *; };\nDEP_2.0 { global: dep_fn2; } DEP_1.0;\n");
   write("x.c",
         "__thread int counter = 3;\n"
         "static __thread char buf[64];\n"
         "extern int dep_fn(void), dep_fn2(void);\n"
-        "int bump(int i) { buf[i & 63]++; return ++counter + buf[i & 63] + dep_fn() + dep_fn2(); }\n");
-  write("x.map", "LIBX_1.0 { global: bump; local: *; };\nLIBX_2.0 { global: counter; } LIBX_1.0;\n");
+        "int bump(int i) { buf[i & 63]++; return ++counter + buf[i & 63] + dep_fn() + dep_fn2(); "
+        "}\n");
+  write("x.map",
+        "LIBX_1.0 { global: bump; local: *; };\nLIBX_2.0 { global: counter; } LIBX_1.0;\n");
   struct Target {
     std::string name, cc, flags;
   };
@@ -924,7 +945,8 @@ TEST(ReadelfOracle, FreshlyBuiltObjectsForOtherTargets) {
     const std::string cmd =
         "cd " + quote(d) + " && " + t.cc +
         " -shared -Wl,-soname,libdep.so.1 -Wl,--version-script=../dep.map -o libdep.so ../dep.c"
-        " && " + t.cc + " " + t.flags +
+        " && " +
+        t.cc + " " + t.flags +
         " -shared -Wl,-soname,libx.so.1 -Wl,--version-script=../x.map -Wl,--build-id=sha1"
         " -Wl,-rpath,'$ORIGIN/lib' -o libx.so ../x.c ./libdep.so 2>&1";
     Cmd c = run(cmd);
@@ -966,7 +988,8 @@ TEST(ReadelfOracle, FreshlyBuiltObjectsForOtherTargets) {
     EXPECT_EQ(needs[0].entries.size(), 2u);
   }
   run("rm -rf " + quote(dir));
-  for (const std::string& n : not_built) std::printf("not built (toolchain missing?): %s\n", n.c_str());
+  for (const std::string& n : not_built)
+    std::printf("not built (toolchain missing?): %s\n", n.c_str());
   if (built == 0) GTEST_SKIP() << "no toolchain could build the test objects";
 }
 
@@ -1093,8 +1116,9 @@ TEST(BadInput, DynamicEntriesPointingOutsideTheFile) {
   b = patch(DT_STRSZ, 0x7fffffff);
   EXPECT_PARSE_ERROR(ElfFile::parse(view(b)), "dynamic string table out of bounds");
   b = patch(DT_NEEDED, 0x100000);
-  EXPECT_PARSE_ERROR(ElfFile::parse(view(b)),
-                     "DT_NEEDED string offset 0x100000 is past the end of the dynamic string table");
+  EXPECT_PARSE_ERROR(
+      ElfFile::parse(view(b)),
+      "DT_NEEDED string offset 0x100000 is past the end of the dynamic string table");
   b = patch(DT_SONAME, L.dynstr_size - 1 + 0);  // the last NUL: empty, fine
   EXPECT_EQ(ElfFile::parse(view(b)).soname().value_or("x"), "");
 
@@ -1395,7 +1419,8 @@ std::string summarize(const std::function<ElfFile()>& parse) {
     guarded("needs", [&] {
       for (const VersionNeed& n : f.version_needs()) {
         o << "need " << n.file;
-        for (const VersionNeedEntry& e : n.entries) o << ' ' << e.name << '/' << e.hash << '/' << e.other;
+        for (const VersionNeedEntry& e : n.entries)
+          o << ' ' << e.name << '/' << e.hash << '/' << e.other;
         o << '\n';
       }
     });
@@ -1411,7 +1436,8 @@ std::string summarize(const std::function<ElfFile()>& parse) {
         o << "sym " << s.name << '@' << s.version << ' ' << s.value << ' ' << s.shndx << '\n';
     });
     guarded("tls", [&] {
-      for (const TlsRelocation& r : f.tls_relocations()) o << "tls " << r.type << ' ' << r.symbol_name << '\n';
+      for (const TlsRelocation& r : f.tls_relocations())
+        o << "tls " << r.type << ' ' << r.symbol_name << '\n';
     });
     guarded("build-id", [&] { o << "build-id " << f.build_id().value_or("-") << '\n'; });
     guarded("comments", [&] {
@@ -1442,7 +1468,8 @@ TEST(SparseSource, EveryByteFlippedGivesTheSameAnswers) {
       for (u8 x : {u8{0xff}, u8{0x80}, u8{0x01}}) {
         std::vector<u8> b = good;
         b[i] ^= x;
-        ASSERT_EQ(summarize_in_memory(b), summarize_in_pieces(b)) << "byte " << i << " ^ " << int(x);
+        ASSERT_EQ(summarize_in_memory(b), summarize_in_pieces(b))
+            << "byte " << i << " ^ " << int(x);
       }
     }
   }
@@ -1471,7 +1498,8 @@ TEST(SparseSource, SystemLibrariesThroughSparseFile) {
       ElfFile f = ElfFile::parse(sf);
       (void)f.cached_version_needs();
       (void)f.cached_version_defs();
-      EXPECT_LT(sf->bytes_read(), 16u << 10) << path << ": the loader's part read " << sf->bytes_read();
+      EXPECT_LT(sf->bytes_read(), 16u << 10)
+          << path << ": the loader's part read " << sf->bytes_read();
     }
     EXPECT_EQ(summarize([&] { return ElfFile::parse(m.view()); }),
               summarize([&] { return ElfFile::parse(SparseFile::open(path)); }))
@@ -1492,15 +1520,15 @@ TEST(SparseSource, MoreFilesThanTheDescriptorPoolStayReadable) {
 
 }  // namespace
 
-
 // defines_symbol goes through DT_GNU_HASH (or DT_HASH); the oracle is the
 // linear dynamic symbol table of the same file: every defined global or weak
 // symbol is found, and names that are only undefined there are not.
 TEST(SymbolLookup, HashLookupAgreesWithTheSymbolTable) {
   int files = 0;
-  for (const char* path : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
-                           "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1",
-                           "/usr/lib/x86_64-linux-gnu/libgomp.so.1"}) {
+  for (const char* path :
+       {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1",
+        "/usr/lib/x86_64-linux-gnu/libgomp.so.1"}) {
     if (access(path, R_OK) != 0) continue;
     files++;
     MappedFile f = MappedFile::open(path);

@@ -1,11 +1,11 @@
 // fleet-test.cc — the fact groups of a check report, the comparison, and the
 // digest protocol driven at 64 ranks exactly as the MPI transport drives it
 // (every message encoded and decoded), counting the bytes gathered.
+#include "fleet/fleet.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "fleet/fleet.h"
 
 namespace mld::fleet {
 namespace {
@@ -15,32 +15,43 @@ using nlohmann::json;
 json check_doc(const std::string& hostname, const std::string& driver, size_t distributions = 10) {
   json dists = json::array();
   for (size_t i = 0; i < distributions; i++)
-    dists.push_back({{"name", "package-" + std::to_string(i)}, {"version", "1.0." + std::to_string(i)}, {"site", "/s"}});
-  return {{"schema", "mldoctor.check/1"},
-          {"version", "0.2.0"},
-          {"host",
-           {{"hostname", hostname},
-            {"boot_id", "boot-" + hostname},
-            {"nvidia_driver", driver},
-            {"gpus", {"NVIDIA H100", "NVIDIA H100"}},
-            {"os", "Debian 12"},
-            {"kernel_release", "6.1"},
-            {"glibc_version", "2.36"},
-            {"memory", {{"total_bytes", 540000000000LL}}},
-            {"shm", {{"present", true}, {"size_bytes", 68000000000LL}}},
-            {"gpu", {{"interfaces", json::array({{{"name", "ib0"}, {"operstate", "up"}, {"running", true}},
-                                                 {{"name", "veth1234"}, {"operstate", "up"}, {"running", true}}})},
-                     {"hcas", json::array()}}}}},
-          {"environment", {{"variables", {{"OMP_NUM_THREADS", "8"}, {"LOCAL_RANK", "3"}}}}},
-          {"python", {{"version", "3.11.7"}, {"executable", "/v/bin/python"}, {"prefix", "/v"},
-                      {"packages", json::array({{{"import", "torch"}, {"version", "2.3.0"}}})},
-                      {"distributions", dists}}},
-          {"imports", {{"openmp_runtimes", json::array()}}},
-          {"libraries", json::array({{{"soname", "libnccl.so.2"}, {"file", "libnccl.so.2.21.5"}, {"size", 1000}}})},
-          {"findings", json::array()}};
+    dists.push_back({{"name", "package-" + std::to_string(i)},
+                     {"version", "1.0." + std::to_string(i)},
+                     {"site", "/s"}});
+  return {
+      {"schema", "mldoctor.check/1"},
+      {"version", "0.2.0"},
+      {"host",
+       {{"hostname", hostname},
+        {"boot_id", "boot-" + hostname},
+        {"nvidia_driver", driver},
+        {"gpus", {"NVIDIA H100", "NVIDIA H100"}},
+        {"os", "Debian 12"},
+        {"kernel_release", "6.1"},
+        {"glibc_version", "2.36"},
+        {"memory", {{"total_bytes", 540000000000LL}}},
+        {"shm", {{"present", true}, {"size_bytes", 68000000000LL}}},
+        {"gpu",
+         {{"interfaces",
+           json::array({{{"name", "ib0"}, {"operstate", "up"}, {"running", true}},
+                        {{"name", "veth1234"}, {"operstate", "up"}, {"running", true}}})},
+          {"hcas", json::array()}}}}},
+      {"environment", {{"variables", {{"OMP_NUM_THREADS", "8"}, {"LOCAL_RANK", "3"}}}}},
+      {"python",
+       {{"version", "3.11.7"},
+        {"executable", "/v/bin/python"},
+        {"prefix", "/v"},
+        {"packages", json::array({{{"import", "torch"}, {"version", "2.3.0"}}})},
+        {"distributions", dists}}},
+      {"imports", {{"openmp_runtimes", json::array()}}},
+      {"libraries",
+       json::array({{{"soname", "libnccl.so.2"}, {"file", "libnccl.so.2.21.5"}, {"size", 1000}}})},
+      {"findings", json::array()}};
 }
 
-const FactGroup& group(const MemberFacts& m, std::string_view name) { return m.groups[*group_index(name)]; }
+const FactGroup& group(const MemberFacts& m, std::string_view name) {
+  return m.groups[*group_index(name)];
+}
 
 TEST(FleetFacts, GroupsLeaveOutWhatDiffersByDesign) {
   MemberFacts m = facts_from_check(check_doc("node-a", "535.104.05"));
@@ -56,8 +67,10 @@ TEST(FleetFacts, GroupsLeaveOutWhatDiffersByDesign) {
   EXPECT_EQ(group(m, "network").values.at("ib0"), "up, running");
   EXPECT_EQ(group(m, "libraries").values.at("libnccl.so.2"), "libnccl.so.2.21.5 (1000 bytes)");
   // Equal documents, equal digests; one value changed, another digest.
-  EXPECT_EQ(digest(group(m, "os")), digest(group(facts_from_check(check_doc("node-b", "1")), "os")));
-  EXPECT_NE(digest(group(m, "gpu-driver")), digest(group(facts_from_check(check_doc("node-a", "550")), "gpu-driver")));
+  EXPECT_EQ(digest(group(m, "os")),
+            digest(group(facts_from_check(check_doc("node-b", "1")), "os")));
+  EXPECT_NE(digest(group(m, "gpu-driver")),
+            digest(group(facts_from_check(check_doc("node-a", "550")), "gpu-driver")));
 }
 
 TEST(FleetFacts, OlderReportsLackGroupsNewerOnesAreRefused) {
@@ -76,7 +89,8 @@ TEST(FleetFacts, OlderReportsLackGroupsNewerOnesAreRefused) {
     facts_from_check(newer);
     FAIL() << "a newer schema must be refused";
   } catch (const ReportError& e) {
-    EXPECT_NE(std::string(e.what()).find("mldoctor.check/2 (written by mldoctor 1.4.0) is newer"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("mldoctor.check/2 (written by mldoctor 1.4.0) is newer"),
+              std::string::npos)
         << e.what();
   }
   json run = {{"schema", "mldoctor.run/1"}};
@@ -87,7 +101,8 @@ TEST(FleetFacts, OlderReportsLackGroupsNewerOnesAreRefused) {
 }
 
 TEST(FleetCompare, HostListsAndRanges) {
-  EXPECT_EQ(compress_host_list({"gpu003", "gpu001", "gpu002", "gpu007", "login"}), "gpu[001-003,007], login");
+  EXPECT_EQ(compress_host_list({"gpu003", "gpu001", "gpu002", "gpu007", "login"}),
+            "gpu[001-003,007], login");
   EXPECT_EQ(compress_host_list({"node-a", "node-c"}), "node-a, node-c");
   EXPECT_EQ(compress_host_list({"n9", "n10"}), "n9, n10");  // different widths stay apart
   EXPECT_EQ(format_ranges({7, 0, 1, 2, 3, 5}), "0-3,5,7");
@@ -172,8 +187,10 @@ TEST(FleetProtocol, BytesGrowWithDifferingGroupsNotWithReportSize) {
   size_t reports = 0;
   for (const MemberFacts& m : fleet_of_64(4, 4000)) reports += m.report_bytes;
   EXPECT_LT(big.digest_bytes + big.detail_bytes, reports / 100);
-  std::printf("64 ranks: digests %zu B, details for 1..4 differing groups %zu/%zu/%zu/%zu B, full reports %zu B\n",
-              big.digest_bytes, details[0], details[1], details[2], details[3], reports);
+  std::printf(
+      "64 ranks: digests %zu B, details for 1..4 differing groups %zu/%zu/%zu/%zu B, full reports "
+      "%zu B\n",
+      big.digest_bytes, details[0], details[1], details[2], details[3], reports);
 }
 
 TEST(FleetProtocol, ComparisonNamesNodesAndPartialNodes) {
@@ -195,7 +212,8 @@ TEST(FleetProtocol, ComparisonNamesNodesAndPartialNodes) {
   EXPECT_EQ(c.findings.front().rule, "FLEET001");
   EXPECT_EQ(c.findings.front().severity, Severity::Error);
   EXPECT_EQ(c.findings.front().message,
-            "Nodes differ in NVIDIA driver: driver is 535.104.05 on gpu[100-104,106-107]; 550.54.15 on gpu105");
+            "Nodes differ in NVIDIA driver: driver is 535.104.05 on gpu[100-104,106-107]; "
+            "550.54.15 on gpu105");
   EXPECT_EQ(c.findings.front().fix, "Make gpu105 match the other 7 of 8 nodes: driver 535.104.05");
 }
 
@@ -203,14 +221,16 @@ TEST(FleetProtocol, MalformedAndForeignMessagesAreRefused) {
   MemberFacts m = facts_from_check(check_doc("a", "1"));
   std::string msg = encode_digests(3, m);
   EXPECT_EQ(decode_digests(msg).rank, 3u);
-  for (size_t cut = 0; cut < msg.size(); cut += 7) EXPECT_THROW(decode_digests(msg.substr(0, cut)), ReportError);
+  for (size_t cut = 0; cut < msg.size(); cut += 7)
+    EXPECT_THROW(decode_digests(msg.substr(0, cut)), ReportError);
   std::string other = msg;
   other[5] = 9;  // another protocol version
   try {
     decode_digests(other);
     FAIL();
   } catch (const ReportError& e) {
-    EXPECT_NE(std::string(e.what()).find("every rank must run the same mldoctor"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("every rank must run the same mldoctor"),
+              std::string::npos);
   }
   EXPECT_THROW(decode_plan("MLDFP\x01\xff\xff\xff\xff"), ReportError);
   EXPECT_TRUE(decode_details("").empty());
@@ -225,14 +245,16 @@ TEST(FleetProtocol, MalformedAndForeignMessagesAreRefused) {
 
 TEST(FleetClock, ShortestRoundTripWins) {
   // Remote clock 10 s ahead; the second sample had the shortest round trip.
-  std::vector<ClockSample> s = {{100.0, 110.5, 101.0}, {200.0, 210.001, 200.002}, {300.0, 309.0, 300.5}};
+  std::vector<ClockSample> s = {
+      {100.0, 110.5, 101.0}, {200.0, 210.001, 200.002}, {300.0, 309.0, 300.5}};
   ASSERT_TRUE(clock_offset(s).has_value());
   EXPECT_NEAR(*clock_offset(s), 10.0, 1e-9);
   EXPECT_FALSE(clock_offset({}).has_value());
 }
 
 TEST(FleetClock, OffsetBeyondASecondIsAFinding) {
-  std::vector<MemberFacts> facts = {facts_from_check(check_doc("gpu001", "535")), facts_from_check(check_doc("gpu002", "535"))};
+  std::vector<MemberFacts> facts = {facts_from_check(check_doc("gpu001", "535")),
+                                    facts_from_check(check_doc("gpu002", "535"))};
   Exchange r = drive(facts);
   r.obs.clock_offset = {0.0, 2.5};
   Comparison c = compare(r.obs);

@@ -1,6 +1,8 @@
 // gpu-test.cc — gpu::collect and gpu::emit_findings on the fixture trees of
 // test/fixtures/hosts/gpu-* (built by make-gpu-hosts.py; every number asserted
 // here is written there), and the NCCL list and PCI config parsers.
+#include "gpu/gpu.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -8,11 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-
-#include "gpu/gpu.h"
+#include <sstream>
 
 using namespace mld;
 using namespace mld::gpu;
@@ -24,8 +23,10 @@ using Env = std::map<std::string, std::string>;
 
 host::Host fixture(const std::string& name, Env env = {}) {
   std::string root;
-  if (const char* src = std::getenv("MLD_SOURCE_DIR")) root = std::string(src) + "/test/fixtures/hosts/" + name;
-  else root = (fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "hosts" / name).string();
+  if (const char* src = std::getenv("MLD_SOURCE_DIR"))
+    root = std::string(src) + "/test/fixtures/hosts/" + name;
+  else
+    root = (fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "hosts" / name).string();
   EXPECT_TRUE(fs::is_directory(root)) << root;
   return host::Host(root, std::move(env));
 }
@@ -71,8 +72,9 @@ TEST(GpuDiscovery, EightGpusTwoSockets) {
   ASSERT_EQ(f.gpus.size(), 8u);
   std::vector<std::string> addrs;
   for (const Gpu& g : f.gpus) addrs.push_back(g.pci.address);
-  EXPECT_EQ(addrs, (std::vector<std::string>{"0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0", "0000:3e:00.0",
-                                              "0000:b1:00.0", "0000:b2:00.0", "0000:b5:00.0", "0000:b6:00.0"}));
+  EXPECT_EQ(addrs, (std::vector<std::string>{"0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0",
+                                             "0000:3e:00.0", "0000:b1:00.0", "0000:b2:00.0",
+                                             "0000:b5:00.0", "0000:b6:00.0"}));
   const Gpu& g0 = f.gpus[0];
   EXPECT_EQ(g0.index, 0u);
   EXPECT_EQ(g0.device_id, 0x2330u);
@@ -81,14 +83,17 @@ TEST(GpuDiscovery, EightGpusTwoSockets) {
   EXPECT_EQ(g0.uuid, "GPU-6f0e4b1a-1000-4c2d-9e3f-a1b2c3d4e5f0");
   EXPECT_EQ(g0.minor, 0u);
   EXPECT_EQ(g0.pci.host_bridge, "pci0000:17");
-  EXPECT_EQ(g0.pci.bridges, (std::vector<std::string>{"0000:17:00.0", "0000:18:00.0", "0000:19:00.0"}));
+  EXPECT_EQ(g0.pci.bridges,
+            (std::vector<std::string>{"0000:17:00.0", "0000:18:00.0", "0000:19:00.0"}));
   EXPECT_EQ(g0.pci.numa_node, 0);
   EXPECT_EQ(g0.pci.local_cpulist, "0-27,56-83");
-  EXPECT_EQ(g0.pci.sysfs_path, "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0");
+  EXPECT_EQ(g0.pci.sysfs_path,
+            "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0");
   const Gpu& g6 = f.gpus[6];
   EXPECT_EQ(g6.pci.host_bridge, "pci0000:ae");
-  EXPECT_EQ(g6.pci.bridges, (std::vector<std::string>{"0000:ae:00.0", "0000:af:00.0", "0000:b0:02.0", "0000:b3:00.0",
-                                                       "0000:b4:00.0"}));
+  EXPECT_EQ(g6.pci.bridges,
+            (std::vector<std::string>{"0000:ae:00.0", "0000:af:00.0", "0000:b0:02.0",
+                                      "0000:b3:00.0", "0000:b4:00.0"}));
   EXPECT_EQ(g6.pci.numa_node, 1);
   EXPECT_EQ(g6.pci.local_cpulist, "28-55,84-111");
   EXPECT_EQ(g6.minor, 6u);
@@ -159,14 +164,16 @@ TEST(GpuTopology, MatrixOfTheEightGpuBox) {
       }
   const std::vector<std::vector<std::string>> hca = {
       {"PHB", "SYS"}, {"PHB", "SYS"}, {"NODE", "SYS"}, {"NODE", "SYS"},
-      {"SYS", "PIX"}, {"SYS", "PIX"}, {"SYS", "PXB"}, {"SYS", "PXB"},
+      {"SYS", "PIX"}, {"SYS", "PIX"}, {"SYS", "PXB"},  {"SYS", "PXB"},
   };
   for (size_t i = 0; i < 8; i++)
-    for (size_t k = 0; k < 2; k++) EXPECT_EQ(level_name(f.gpu_hca_matrix[i][k]), hca[i][k]) << "GPU" << i << " NIC" << k;
+    for (size_t k = 0; k < 2; k++)
+      EXPECT_EQ(level_name(f.gpu_hca_matrix[i][k]), hca[i][k]) << "GPU" << i << " NIC" << k;
 
   // The ports P2P between GPU4 and GPU6 crosses: below switch C's upstream port.
-  EXPECT_EQ(bridges_between(f.gpus[4].pci, f.gpus[6].pci),
-            (std::vector<std::string>{"0000:b0:00.0", "0000:b0:02.0", "0000:b3:00.0", "0000:b4:00.0"}));
+  EXPECT_EQ(
+      bridges_between(f.gpus[4].pci, f.gpus[6].pci),
+      (std::vector<std::string>{"0000:b0:00.0", "0000:b0:02.0", "0000:b3:00.0", "0000:b4:00.0"}));
   EXPECT_TRUE(bridges_between(f.gpus[0].pci, f.gpus[2].pci).empty());
 
   std::string text = topology_matrix_text(f);
@@ -176,12 +183,15 @@ TEST(GpuTopology, MatrixOfTheEightGpuBox) {
     std::vector<std::string> w = words(line);
     if (!w.empty()) rows[w[0]] = w;
   }
-  EXPECT_EQ(rows["GPU0"], (std::vector<std::string>{"GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS",
-                                                    "PHB", "SYS", "0-27,56-83", "0"}));
-  EXPECT_EQ(rows["GPU6"], (std::vector<std::string>{"GPU6", "SYS", "SYS", "SYS", "SYS", "PXB", "PXB", "X", "PIX", "SYS",
-                                                    "PXB", "28-55,84-111", "1"}));
-  EXPECT_EQ(rows["NIC1"], (std::vector<std::string>{"NIC1", "SYS", "SYS", "SYS", "SYS", "PIX", "PIX", "PXB", "PXB",
-                                                    "SYS", "X", "28-55,84-111", "1"}));
+  EXPECT_EQ(rows["GPU0"],
+            (std::vector<std::string>{"GPU0", "X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS",
+                                      "SYS", "PHB", "SYS", "0-27,56-83", "0"}));
+  EXPECT_EQ(rows["GPU6"],
+            (std::vector<std::string>{"GPU6", "SYS", "SYS", "SYS", "SYS", "PXB", "PXB", "X", "PIX",
+                                      "SYS", "PXB", "28-55,84-111", "1"}));
+  EXPECT_EQ(rows["NIC1"],
+            (std::vector<std::string>{"NIC1", "SYS", "SYS", "SYS", "SYS", "PIX", "PIX", "PXB",
+                                      "PXB", "SYS", "X", "28-55,84-111", "1"}));
   EXPECT_TRUE(has(text, "NIC1: mlx5_1"));
   EXPECT_TRUE(has(text, "NV#  = not known"));
 
@@ -205,11 +215,14 @@ TEST(GpuFindings, EightGpuBoxWithoutVariables) {
   EXPECT_TRUE(v[1].env_fix.empty());
   EXPECT_TRUE(has(v[1].fix, "NCCL_DEBUG=INFO"));
   // NCCL_DEBUG set: no NCCL009.
-  EXPECT_EQ(rules_of(findings("gpu-8x-two-socket", {{"NCCL_DEBUG", "WARN"}})), (std::vector<std::string>{"GPU007"}));
+  EXPECT_EQ(rules_of(findings("gpu-8x-two-socket", {{"NCCL_DEBUG", "WARN"}})),
+            (std::vector<std::string>{"GPU007"}));
   // More local ranks than GPUs.
-  std::vector<Finding> many = findings("gpu-8x-two-socket", {{"LOCAL_WORLD_SIZE", "16"}, {"NCCL_DEBUG", "INFO"}});
+  std::vector<Finding> many =
+      findings("gpu-8x-two-socket", {{"LOCAL_WORLD_SIZE", "16"}, {"NCCL_DEBUG", "INFO"}});
   ASSERT_TRUE(find(many, "GPU008"));
-  EXPECT_TRUE(has(find(many, "GPU008")->message, "LOCAL_WORLD_SIZE=16 ranks on this node but 8 GPUs"));
+  EXPECT_TRUE(
+      has(find(many, "GPU008")->message, "LOCAL_WORLD_SIZE=16 ranks on this node but 8 GPUs"));
 }
 
 TEST(GpuAcs, RedirectOnOneDownstreamPort) {
@@ -258,14 +271,15 @@ TEST(GpuAcs, ConfigSpaceWalk) {
   EXPECT_TRUE(acs->request_redirect());
   EXPECT_FALSE(acs->completion_redirect());
   EXPECT_TRUE(acs->redirects_p2p());
-  EXPECT_FALSE(find_acs(cfg.substr(0, 64)));     // an unprivileged read
-  EXPECT_FALSE(find_acs(cfg.substr(0, 0x14C)));  // stops inside the capability
+  EXPECT_FALSE(find_acs(cfg.substr(0, 64)));           // an unprivileged read
+  EXPECT_FALSE(find_acs(cfg.substr(0, 0x14C)));        // stops inside the capability
   put32(0x100, 0x0001 | (1u << 16) | (0x100u << 20));  // AER pointing at itself
   EXPECT_FALSE(find_acs(cfg));
   put32(0x100, 0xffffffffu);
   EXPECT_FALSE(find_acs(cfg));
   EXPECT_FALSE(pcie_port_type(cfg));  // no capability list bit
-  EXPECT_EQ(acs_control_text(0x1d), "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-");
+  EXPECT_EQ(acs_control_text(0x1d),
+            "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-");
 }
 
 TEST(GpuAcs, UnreadableWithoutRoot) {
@@ -276,7 +290,8 @@ TEST(GpuAcs, UnreadableWithoutRoot) {
   for (size_t i = 0; i < f.gpus.size(); i++)
     for (size_t j = i + 1; j < f.gpus.size(); j++)
       for (const std::string& p : bridges_between(f.gpus[i].pci, f.gpus[j].pci))
-        if (std::find(f.acs_unreadable.begin(), f.acs_unreadable.end(), p) == f.acs_unreadable.end())
+        if (std::find(f.acs_unreadable.begin(), f.acs_unreadable.end(), p) ==
+            f.acs_unreadable.end())
           f.acs_unreadable.push_back(p);
   EXPECT_EQ(f.acs_unreadable.size(), 10u);  // 8 GPU downstream ports + b0:02.0 + b3:00.0
   host::Host h = fixture("gpu-8x-two-socket", {{"NCCL_DEBUG", "INFO"}});
@@ -330,7 +345,8 @@ TEST(NcclIfList, SocketIfnameAgainstInterfacesUp) {
   const Finding* f = find(v, "NCCL001");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->severity, Severity::Error);
-  EXPECT_TRUE(has(f->message, "NCCL_SOCKET_IFNAME=ib matches no interface that is up")) << f->message;
+  EXPECT_TRUE(has(f->message, "NCCL_SOCKET_IFNAME=ib matches no interface that is up"))
+      << f->message;
   EXPECT_EQ(f->evidence[0].text, "interfaces up: eth0, lo");
   EXPECT_EQ(f->env_fix, (std::vector<std::string>{"NCCL_SOCKET_IFNAME=eth0"}));
   EXPECT_TRUE(has(f->fix, "(here: eth0)"));
@@ -376,7 +392,9 @@ TEST(NcclIbHca, AgainstInfiniband) {
   const Finding* f = find(v, "NCCL004");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->severity, Severity::Error);
-  EXPECT_TRUE(has(f->message, "NCCL_IB_HCA=mlx5_4 keeps no active InfiniBand port; this host has mlx5_0, mlx5_1"))
+  EXPECT_TRUE(
+      has(f->message,
+          "NCCL_IB_HCA=mlx5_4 keeps no active InfiniBand port; this host has mlx5_0, mlx5_1"))
       << f->message;
   EXPECT_EQ(f->evidence[0].text, "ports: mlx5_0:1 4: ACTIVE, mlx5_1:1 4: ACTIVE");
   EXPECT_TRUE(find(run({{"NCCL_IB_HCA", "^mlx5"}}), "NCCL004"));
@@ -405,7 +423,8 @@ TEST(NcclVariables, NumbersAndLevels) {
   EXPECT_EQ(parse_nccl_int("-3")->value, -3);
   EXPECT_FALSE(parse_nccl_int(""));
   EXPECT_FALSE(parse_nccl_int("99999999999999999999"));
-  for (const char* ok : {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "4", "7"}) EXPECT_TRUE(valid_p2p_level(ok)) << ok;
+  for (const char* ok : {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "4", "7"})
+    EXPECT_TRUE(valid_p2p_level(ok)) << ok;
   for (const char* bad : {"NODE", "pix", "", "X"}) EXPECT_FALSE(valid_p2p_level(bad)) << bad;
 
   Env env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_P2P_LEVEL", "NODE"}, {"NCCL_P2P_DISABLE", "true"}};
@@ -420,11 +439,13 @@ TEST(NcclVariables, NumbersAndLevels) {
   EXPECT_FALSE(find(v, "NCCL007"));  // read as 0: P2P stays on
   v = findings("gpu-8x-two-socket", {{"NCCL_DEBUG", "INFO"}, {"NCCL_P2P_LEVEL", "pix"}});
   EXPECT_EQ(find(v, "NCCL006")->env_fix, (std::vector<std::string>{"NCCL_P2P_LEVEL=PIX"}));
-  v = findings("gpu-8x-two-socket", {{"NCCL_DEBUG", "INFO"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}});
+  v = findings("gpu-8x-two-socket",
+               {{"NCCL_DEBUG", "INFO"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}});
   const Finding* both = find(v, "NCCL007");
   ASSERT_TRUE(both);
   EXPECT_EQ(both->severity, Severity::Warning);
-  EXPECT_TRUE(has(both->message, "the 8 GPUs of this node exchange data through the network transport"));
+  EXPECT_TRUE(
+      has(both->message, "the 8 GPUs of this node exchange data through the network transport"));
 }
 
 TEST(CudaVisibleDevices, AgainstTheGpusPresent) {
@@ -441,7 +462,8 @@ TEST(CudaVisibleDevices, AgainstTheGpusPresent) {
   const Finding* f = find(v, "GPU004");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->severity, Severity::Warning);
-  EXPECT_TRUE(has(f->message, "index 4 is beyond the 4 GPUs here (0-3): CUDA stops at it and shows only 0,1"))
+  EXPECT_TRUE(has(f->message,
+                  "index 4 is beyond the 4 GPUs here (0-3): CUDA stops at it and shows only 0,1"))
       << f->message;
   EXPECT_TRUE(find(v, "GPU007"));  // still two GPUs per process
   EXPECT_TRUE(has(find(v, "GPU007")->message, "2 GPUs are visible"));
@@ -460,7 +482,8 @@ TEST(CudaVisibleDevices, AgainstTheGpusPresent) {
   f = find(v, "GPU005");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->evidence.size(), 4u);
-  EXPECT_TRUE(has(f->evidence[2].text, "GPU2 0000:07:00.0 GPU-6f0e4b1a-1002-4c2d-9e3f-a1b2c3d4e5f2"));
+  EXPECT_TRUE(
+      has(f->evidence[2].text, "GPU2 0000:07:00.0 GPU-6f0e4b1a-1002-4c2d-9e3f-a1b2c3d4e5f2"));
   // A UUID (or a unique prefix of one) that exists.
   EXPECT_TRUE(run("GPU-6f0e4b1a-1002-4c2d-9e3f-a1b2c3d4e5f2").empty());
   EXPECT_TRUE(run("GPU-6f0e4b1a-1003").empty());

@@ -1,13 +1,13 @@
 // host-test.cc — the host layer: path helpers, and reading a tree under
 // --root where absolute symlinks must stay inside the root.
+#include "host/host.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
-
-#include "host/host.h"
 
 using namespace mld;
 using namespace mld::host;

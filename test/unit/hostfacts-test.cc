@@ -3,6 +3,8 @@
 // collect_host_facts on the fixture trees of test/fixtures/hosts (every
 // expected number is the one written in the tree's files), the launcher's
 // ranks per node, the ENV findings, and one comparison with the live machine.
+#include "hostfacts/hostfacts.h"
+
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -14,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "hostfacts/hostfacts.h"
 #include "run-command.h"
 
 using namespace mld;
@@ -27,7 +28,8 @@ using Env = std::map<std::string, std::string>;
 using Cpus = std::vector<u32>;
 
 std::string fixture_root(const std::string& name) {
-  if (const char* src = std::getenv("MLD_SOURCE_DIR")) return std::string(src) + "/test/fixtures/hosts/" + name;
+  if (const char* src = std::getenv("MLD_SOURCE_DIR"))
+    return std::string(src) + "/test/fixtures/hosts/" + name;
   return (fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "hosts" / name).string();
 }
 
@@ -83,7 +85,8 @@ constexpr u64 GiB = 1024 * MiB;
 TEST(CpuList, RangesAndSingles) {
   EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), (Cpus{0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(parse_cpu_list("5"), (Cpus{5}));
-  EXPECT_EQ(parse_cpu_list("0-7,32-39"), (Cpus{0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39}));
+  EXPECT_EQ(parse_cpu_list("0-7,32-39"),
+            (Cpus{0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39}));
   // Sorted, duplicates removed.
   EXPECT_EQ(parse_cpu_list("8,0-2,1,2"), (Cpus{0, 1, 2, 8}));
 }
@@ -106,8 +109,8 @@ TEST(CpuList, BlanksAndEmpty) {
 }
 
 TEST(CpuList, Malformed) {
-  for (const char* bad : {"a", "1,,2", "1,", ",1", "3-1", "1-", "-1", "0-7:0", "0-7:x", "0-7:", "1048576",
-                          "0-1048576", "0x1", "1 2", "1-2-3", "+1"})
+  for (const char* bad : {"a", "1,,2", "1,", ",1", "3-1", "1-", "-1", "0-7:0", "0-7:x",
+                          "0-7:", "1048576", "0-1048576", "0x1", "1 2", "1-2-3", "+1"})
     EXPECT_FALSE(parse_cpu_list(bad).has_value()) << '"' << bad << '"';
 }
 
@@ -127,7 +130,8 @@ TEST(SlurmTasksPerNode, Parses) {
   EXPECT_EQ(parse_slurm_tasks_per_node("2"), (Cpus{2}));
   EXPECT_EQ(parse_slurm_tasks_per_node("1(x3)"), (Cpus{1, 1, 1}));
   EXPECT_EQ(parse_slurm_tasks_per_node("8,8(x2),16"), (Cpus{8, 8, 8, 16}));
-  for (const char* bad : {"", "4(x0)", "4(2)", "(x2)", "4,,3", "0", "x", "4(x2", "4(x2)x", "4(x)", "-1"})
+  for (const char* bad :
+       {"", "4(x0)", "4(2)", "(x2)", "4,,3", "0", "x", "4(x2", "4(x2)x", "4(x)", "-1"})
     EXPECT_FALSE(parse_slurm_tasks_per_node(bad).has_value()) << '"' << bad << '"';
 }
 
@@ -182,7 +186,8 @@ TEST(ThreadCountList, AsLibgompReadsIt) {
   EXPECT_EQ(parse_thread_count_list(" 8 "), (Cpus{8}));
   EXPECT_EQ(parse_thread_count_list("+3"), (Cpus{3}));
   EXPECT_EQ(parse_thread_count_list("4 , 2"), (Cpus{4, 2}));
-  for (const char* bad : {"", "0", "four", "4,,2", "2,", ",2", "-1", "4 2", "4,0", "2.5", "99999999999999999999"})
+  for (const char* bad :
+       {"", "0", "four", "4,,2", "2,", ",2", "-1", "4 2", "4,0", "2.5", "99999999999999999999"})
     EXPECT_FALSE(parse_thread_count_list(bad).has_value()) << '"' << bad << '"';
 }
 
@@ -286,7 +291,8 @@ TEST(FixtureHost, CgroupV1Quota) {
   EXPECT_EQ(f.memory.available_bytes, 60123512 * KiB);
 
   EXPECT_TRUE(f.shm.present);
-  EXPECT_EQ(f.shm.size_bytes, 8 * GiB);  // --shm-size=8g; the /dev mount's size=65536k is not /dev/shm
+  EXPECT_EQ(f.shm.size_bytes,
+            8 * GiB);  // --shm-size=8g; the /dev mount's size=65536k is not /dev/shm
   EXPECT_EQ(f.shm.source, "/proc/self/mountinfo size=8388608k");
   EXPECT_FALSE(f.shm.free_bytes);
 
@@ -302,8 +308,10 @@ TEST(FixtureHost, CgroupV1Quota) {
 
   EXPECT_TRUE(f.container.detected);
   EXPECT_EQ(f.container.kind, "docker");
-  EXPECT_EQ(f.container.markers, (std::vector<std::string>{"/.dockerenv exists", "/proc/1/cgroup: 12:cpuset:/docker/" + cid,
-                                                           "/proc/self/mountinfo: root filesystem is overlay"}));
+  EXPECT_EQ(
+      f.container.markers,
+      (std::vector<std::string>{"/.dockerenv exists", "/proc/1/cgroup: 12:cpuset:/docker/" + cid,
+                                "/proc/self/mountinfo: root filesystem is overlay"}));
   EXPECT_TRUE(f.rdma_devices.empty());
   EXPECT_FALSE(f.ranks_per_node.count);
   EXPECT_TRUE(host_findings(f).empty());
@@ -353,7 +361,8 @@ TEST(FixtureHost, AffinitySubset) {
   EXPECT_EQ(f.cpu.cgroup_version, 2);
   EXPECT_EQ(f.cpu.cgroup_path, "/system.slice/slurmstepd.scope/job_81234/step_0/user/task_0");
   // No mountinfo in this tree: the conventional cgroup2 mount point.
-  EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_81234/step_0/user/task_0");
+  EXPECT_EQ(f.cpu.cgroup_dir,
+            "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_81234/step_0/user/task_0");
   EXPECT_TRUE(f.cpu.quota_readable);  // "max 100000" everywhere: no quota is a fact
   EXPECT_FALSE(f.cpu.quota);
   EXPECT_EQ(f.cpu.usable, 16u);
@@ -432,7 +441,8 @@ TEST(FixtureHost, SmallShmInDocker) {
   EXPECT_TRUE(f.container.detected);
   EXPECT_EQ(f.container.kind, "docker");
   EXPECT_EQ(f.container.markers,
-            (std::vector<std::string>{"/.dockerenv exists", "/proc/self/mountinfo: root filesystem is overlay"}));
+            (std::vector<std::string>{"/.dockerenv exists",
+                                      "/proc/self/mountinfo: root filesystem is overlay"}));
   EXPECT_EQ(f.cpu.cgroup_version, 2);
   EXPECT_EQ(f.cpu.cgroup_path, "/");
   EXPECT_EQ(f.cpu.cgroup_dir, "/sys/fs/cgroup");
@@ -522,14 +532,16 @@ TEST(FixtureHost, MissingSysUsesAffinityOnly) {
 TEST(FixtureHost, ShmMountOptions) {
   auto shm_of = [](const std::string& options, const std::string& meminfo) {
     TempRoot t;
-    t.write("proc/self/mountinfo", "30 24 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs " + options + "\n");
+    t.write("proc/self/mountinfo",
+            "30 24 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs " + options + "\n");
     if (!meminfo.empty()) t.write("proc/meminfo", meminfo);
     return collect_host_facts(host::Host(t.path(), {})).shm;
   };
   EXPECT_EQ(shm_of("rw,size=0k,inode64", "").size_bytes, kUnlimited);  // size=0: no limit
   EXPECT_EQ(shm_of("rw,size=2g", "").size_bytes, 2 * GiB);
   EXPECT_EQ(shm_of("rw,size=1048576", "").size_bytes, 1 * MiB);
-  EXPECT_EQ(shm_of("rw,size=25%", "MemTotal:        8000000 kB\n").size_bytes, 8000000 * KiB / 100 * 25);
+  EXPECT_EQ(shm_of("rw,size=25%", "MemTotal:        8000000 kB\n").size_bytes,
+            8000000 * KiB / 100 * 25);
   EXPECT_EQ(shm_of("rw,inode64", "MemTotal:        8000000 kB\n").size_bytes, 4000000 * KiB);
   ShmFacts unknown = shm_of("rw,inode64", "");  // default size, RAM unknown
   EXPECT_TRUE(unknown.present);
@@ -549,7 +561,9 @@ TEST(FixtureHost, OnlineCpusWhenNoAffinity) {
 // Ranks per node ///////////////////////////////////////////////////////////////
 
 TEST(RanksPerNode, Precedence) {
-  const Env all = {{"LOCAL_WORLD_SIZE", "8"}, {"SLURM_NTASKS_PER_NODE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  const Env all = {{"LOCAL_WORLD_SIZE", "8"},
+                   {"SLURM_NTASKS_PER_NODE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
   CollectOptions three;
   three.ranks_per_node = 3;
   RanksPerNode r = collect_host_facts(fixture("affinity-subset", all), three).ranks_per_node;
@@ -562,12 +576,14 @@ TEST(RanksPerNode, Precedence) {
   EXPECT_EQ(r.source, "LOCAL_WORLD_SIZE");
   EXPECT_EQ(r.raw, "8");
 
-  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_NTASKS_PER_NODE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}))
+  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_NTASKS_PER_NODE", "4"},
+                                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}))
           .ranks_per_node;
   EXPECT_EQ(r.count, 4u);
   EXPECT_EQ(r.source, "SLURM_NTASKS_PER_NODE");
 
-  r = collect_host_facts(fixture("affinity-subset", {{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})).ranks_per_node;
+  r = collect_host_facts(fixture("affinity-subset", {{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}))
+          .ranks_per_node;
   EXPECT_EQ(r.count, 2u);
   EXPECT_EQ(r.source, "OMPI_COMM_WORLD_LOCAL_SIZE");
 
@@ -578,32 +594,38 @@ TEST(RanksPerNode, Precedence) {
 
 TEST(RanksPerNode, InvalidValuesAreSkipped) {
   RanksPerNode r =
-      collect_host_facts(fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "0"}, {"SLURM_NTASKS_PER_NODE", "four"},
+      collect_host_facts(fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "0"},
+                                                     {"SLURM_NTASKS_PER_NODE", "four"},
                                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "6"}}))
           .ranks_per_node;
   EXPECT_EQ(r.count, 6u);
   EXPECT_EQ(r.source, "OMPI_COMM_WORLD_LOCAL_SIZE");
-  EXPECT_EQ(r.ignored, (std::vector<std::string>{"LOCAL_WORLD_SIZE=0", "SLURM_NTASKS_PER_NODE=four"}));
+  EXPECT_EQ(r.ignored,
+            (std::vector<std::string>{"LOCAL_WORLD_SIZE=0", "SLURM_NTASKS_PER_NODE=four"}));
 }
 
 TEST(RanksPerNode, SlurmTasksPerNode) {
   RanksPerNode r =
-      collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "2"}}))
+      collect_host_facts(
+          fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "2"}}))
           .ranks_per_node;
   EXPECT_EQ(r.count, 3u);  // node 2 is the third entry
   EXPECT_EQ(r.source, "SLURM_TASKS_PER_NODE");
   EXPECT_EQ(r.raw, "4(x2),3");
-  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "1"}}))
+  r = collect_host_facts(
+          fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODEID", "1"}}))
           .ranks_per_node;
   EXPECT_EQ(r.count, 4u);
   // Without SLURM_NODEID: the largest count.
-  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "2,5(x2)"}})).ranks_per_node;
+  r = collect_host_facts(fixture("affinity-subset", {{"SLURM_TASKS_PER_NODE", "2,5(x2)"}}))
+          .ranks_per_node;
   EXPECT_EQ(r.count, 5u);
 }
 
 TEST(RanksPerNode, ThreadFixDividesUsableCpus) {
   // affinity-subset: 16 usable CPUs; 4 ranks -> 4 threads each.
-  host::Host h = fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "4"}, {"OMP_NUM_THREADS", "four"}});
+  host::Host h =
+      fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "4"}, {"OMP_NUM_THREADS", "four"}});
   Facts facts = collect(h);
   FindingList sink;
   emit_findings(facts, sink);
@@ -675,7 +697,8 @@ TEST_F(EnvFindings, MalformedValues) {
   };
   for (const Case& c : cases) {
     EnvFacts f = env({{c.name, c.value}, {"PATH", "/usr/bin"}});
-    ASSERT_EQ(rules_of(f.findings), (std::vector<std::string>{c.rule})) << c.name << "=\"" << c.value << '"';
+    ASSERT_EQ(rules_of(f.findings), (std::vector<std::string>{c.rule}))
+        << c.name << "=\"" << c.value << '"';
     EXPECT_EQ(f.findings[0].subject, c.name);
     ASSERT_FALSE(f.findings[0].evidence.empty());
     EXPECT_EQ(f.findings[0].evidence[0].text, std::string(c.name) + "=" + c.value);
@@ -700,15 +723,20 @@ TEST_F(EnvFindings, FindingDetails) {
   EXPECT_EQ(f.findings[0].env_fix, (std::vector<std::string>{"NCCL_DEBUG=INFO"}));
 
   f = env({{"LD_LIBRARY_PATH", "/usr/local/cuda-11.8/lib64::/opt/nccl/lib"}});
-  EXPECT_EQ(f.ld_library_path, (std::vector<std::string>{"/usr/local/cuda-11.8/lib64", "", "/opt/nccl/lib"}));
+  EXPECT_EQ(f.ld_library_path,
+            (std::vector<std::string>{"/usr/local/cuda-11.8/lib64", "", "/opt/nccl/lib"}));
   EXPECT_EQ(rules_of(f.findings), (std::vector<std::string>{"ENV011", "ENV012"}));
   EXPECT_NE(f.findings[1].message.find("/usr/local/cuda-11.8/lib64"), std::string::npos);
-  EXPECT_EQ(f.findings[1].message.find("/opt/nccl/lib"), std::string::npos) << f.findings[1].message;
+  EXPECT_EQ(f.findings[1].message.find("/opt/nccl/lib"), std::string::npos)
+      << f.findings[1].message;
 
-  f = env({{"GLIBC_TUNABLES", "glibc.malloc.check:glibc.malloc.arenamax=2:glibc.malloc.arena_max=2"}});
+  f = env(
+      {{"GLIBC_TUNABLES", "glibc.malloc.check:glibc.malloc.arenamax=2:glibc.malloc.arena_max=2"}});
   ASSERT_EQ(f.findings.size(), 1u);
-  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.check\" is not name=value"), std::string::npos);
-  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.arenamax\" is not a glibc tunable"), std::string::npos);
+  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.check\" is not name=value"),
+            std::string::npos);
+  EXPECT_NE(f.findings[0].message.find("\"glibc.malloc.arenamax\" is not a glibc tunable"),
+            std::string::npos);
   EXPECT_EQ(f.findings[0].message.find("\"glibc.malloc.arena_max\""), std::string::npos);
   ASSERT_EQ(f.glibc_tunables.size(), 2u);
 }
@@ -752,8 +780,8 @@ TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
   EXPECT_EQ(f.threads.numba_threading_layer, "omp");
   ASSERT_TRUE(f.cuda_visible_devices);
   EXPECT_EQ(f.cuda_visible_devices->devices, (std::vector<std::string>{"0", "1", "2", "3"}));
-  EXPECT_EQ(f.ld_preload,
-            (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "libtcmalloc.so.4"}));
+  EXPECT_EQ(f.ld_preload, (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                                                    "libtcmalloc.so.4"}));
   ASSERT_EQ(f.glibc_tunables.size(), 2u);
   // Every steering variable, sorted, and nothing else.
   std::vector<std::string> names;
@@ -786,8 +814,9 @@ TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
            {{"GOTO_NUM_THREADS", "3"}},
        }) {
     EnvFacts g = env(e);
-    EXPECT_TRUE(g.findings.empty()) << e.begin()->first << "=\"" << e.begin()->second << "\": "
-                                    << (g.findings.empty() ? "" : g.findings[0].rule + " " + g.findings[0].message);
+    EXPECT_TRUE(g.findings.empty())
+        << e.begin()->first << "=\"" << e.begin()->second
+        << "\": " << (g.findings.empty() ? "" : g.findings[0].rule + " " + g.findings[0].message);
   }
   EXPECT_EQ(env({{"GOTO_NUM_THREADS", "3"}}).threads.openblas_num_threads, 3u);
 }

@@ -4,13 +4,14 @@
 // fd links name the lock; a network filesystem from the mount table; the
 // toolchain from a fake CUDA toolkit's headers; and --fix's removals, which
 // must never follow a symlink.
+#include "jit/jit.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
-#include "jit/jit.h"
 #include "ld-cache-builder.h"
 
 using namespace mld;
@@ -49,7 +50,9 @@ struct Tree {
   Tree() {
     file("/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock");
     file("/home/u/.cache/torch_extensions/py311_cpu/fused_adam/build.ninja", "rule cxx\n");
-    file("/home/u/.cache/torch_extensions/py311_cpu/cpu_adam/cpu_adam.so", "\x7f" "ELF");
+    file("/home/u/.cache/torch_extensions/py311_cpu/cpu_adam/cpu_adam.so",
+         "\x7f"
+         "ELF");
     file("/ext/x2/lock");
     file("/proc/4242/comm", "python3\n");
     link("/proc/4242/fd/7", "/ext/x2/lock");
@@ -62,7 +65,8 @@ struct Tree {
          "40 22 0:45 / /job rw,relatime - nfs4 server:/export rw,vers=4.2\n");
   }
   host::Host host() const {
-    return host::Host(root(), {{"HOME", "/home/u"}, {"TORCH_EXTENSIONS_DIR", "/ext"}, {"PATH", "/usr/bin"}});
+    return host::Host(
+        root(), {{"HOME", "/home/u"}, {"TORCH_EXTENSIONS_DIR", "/ext"}, {"PATH", "/usr/bin"}});
   }
 };
 
@@ -131,7 +135,9 @@ TEST(JitFix, RemovesOnlyTheStaleLockAndSaysWhyOthersStay) {
   std::vector<jit::FixAction> plan = jit::fix(h, r, /*dry_run=*/true);
   ASSERT_EQ(plan.size(), 3u);
   for (const jit::FixAction& a : plan) EXPECT_FALSE(a.done);
-  EXPECT_EQ(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(), F_OK), 0);
+  EXPECT_EQ(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(),
+                   F_OK),
+            0);
 
   std::vector<jit::FixAction> done = jit::fix(h, r, /*dry_run=*/false);
   for (const jit::FixAction& a : done) {
@@ -146,7 +152,9 @@ TEST(JitFix, RemovesOnlyTheStaleLockAndSaysWhyOthersStay) {
       EXPECT_NE(a.reason.find("nfs4"), std::string::npos) << a.reason;
     }
   }
-  EXPECT_NE(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(), F_OK), 0);
+  EXPECT_NE(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(),
+                   F_OK),
+            0);
   EXPECT_EQ(access((t.root() + "/ext/x2/lock").c_str(), F_OK), 0);
   EXPECT_EQ(access((t.root() + "/job/megatron/fused_kernels/build/lock").c_str(), F_OK), 0);
 }
@@ -181,7 +189,8 @@ TEST(JitToolchain, CudaMajorAndGccLimitFromTheToolkitHeaders) {
   Tree t;
   t.file("/usr/local/cuda-13.0/include/cuda.h", "#pragma once\n#define CUDA_VERSION 13000\n");
   t.file("/usr/local/cuda-13.0/include/crt/host_config.h",
-         "#if __GNUC__ > 13\n\n#error -- unsupported GNU version! gcc versions later than 13 are not supported!\n");
+         "#if __GNUC__ > 13\n\n#error -- unsupported GNU version! gcc versions later than 13 are "
+         "not supported!\n");
   t.file("/usr/local/cuda-13.0/bin/nvcc", "");
   t.link("/usr/local/cuda", "cuda-13.0");
   t.file("/usr/bin/gcc-14", "");

@@ -206,51 +206,24 @@ std::string printed_line(const LdCacheEntry& e) {
   s += " (";
   s += (e.flags & 0xff) <= 3 ? type[e.flags & 0xff] : "unknown";
   switch (e.flags & 0xff00) {
-    case 0x0000:
-      break;
+    case 0x0000: break;
     case 0x0100:
     case 0x0400:
     case 0x0500:
-    case 0x0700:
-      s += ",64bit";
-      break;
-    case 0x0200:
-      s += ",IA-64";
-      break;
-    case 0x0300:
-      s += ",x86-64";
-      break;
-    case 0x0600:
-      s += ",N32";
-      break;
-    case 0x0800:
-      s += ",x32";
-      break;
-    case 0x0900:
-      s += ",hard-float";
-      break;
-    case 0x0a00:
-      s += ",AArch64";
-      break;
+    case 0x0700: s += ",64bit"; break;
+    case 0x0200: s += ",IA-64"; break;
+    case 0x0300: s += ",x86-64"; break;
+    case 0x0600: s += ",N32"; break;
+    case 0x0800: s += ",x32"; break;
+    case 0x0900: s += ",hard-float"; break;
+    case 0x0a00: s += ",AArch64"; break;
     case 0x0b00:
-    case 0x0f00:
-      s += ",soft-float";
-      break;
-    case 0x0c00:
-      s += ",nan2008";
-      break;
-    case 0x0d00:
-      s += ",N32,nan2008";
-      break;
-    case 0x0e00:
-      s += ",64bit,nan2008";
-      break;
-    case 0x1000:
-      s += ",double-float";
-      break;
-    default:
-      s += "," + std::to_string(e.flags & 0xff00);
-      break;
+    case 0x0f00: s += ",soft-float"; break;
+    case 0x0c00: s += ",nan2008"; break;
+    case 0x0d00: s += ",N32,nan2008"; break;
+    case 0x0e00: s += ",64bit,nan2008"; break;
+    case 0x1000: s += ",double-float"; break;
+    default: s += "," + std::to_string(e.flags & 0xff00); break;
   }
   if (e.hwcaps_subdir) {
     s += ", hwcap: \"" + std::string(*e.hwcaps_subdir) + "\"";

@@ -47,8 +47,9 @@ class LoaderLayout : public ::testing::Test {
   static std::string parent(const std::string& p) { return p.substr(0, p.rfind('/')); }
   static void write(const std::string& path, const std::vector<u8>& bytes) {
     mkdirs(parent(path));
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
   static void write(const std::string& path, const std::string& text) {
     write(path, std::vector<u8>(text.begin(), text.end()));
@@ -189,8 +190,10 @@ TEST_F(LoaderLayout, OddErrnoEndsOnlyThatList) {
   Loader l = loader();
   EXPECT_EQ(listing(l.load_program(dir_ + "/bin/abs")),
             (Listing{{"libn.so", dir_ + "/bin/../d2/libn.so"}, {rtld(), rtld()}}));
-  EXPECT_EQ(listing(l.load_program(dir_ + "/bin/rel")), (Listing{{rtld(), rtld()}, {"libn.so", "not found"}}));
-  EXPECT_EQ(listing(l.load_program(dir_ + "/bin/loop")), (Listing{{rtld(), rtld()}, {"libn.so", "not found"}}));
+  EXPECT_EQ(listing(l.load_program(dir_ + "/bin/rel")),
+            (Listing{{rtld(), rtld()}, {"libn.so", "not found"}}));
+  EXPECT_EQ(listing(l.load_program(dir_ + "/bin/loop")),
+            (Listing{{rtld(), rtld()}, {"libn.so", "not found"}}));
   // The next list is still searched.
   SearchConfig c = l.config();
   c.ld_library_path = "afile:d2";
@@ -211,7 +214,8 @@ TEST_F(LoaderLayout, UnreadableCandidateIsPassedOver) {
     Loader l = loader();
     Process p = l.load_program(dir_ + "/bin/prog");
     if (listing(p) != Listing{{"libu.so", dir_ + "/bin/../d2/libu.so"}, {rtld(), rtld()}})
-      return "libu.so was not found in d2: " + (p.errors.empty() ? listing(p).front().second : p.errors.front());
+      return "libu.so was not found in d2: " +
+             (p.errors.empty() ? listing(p).front().second : p.errors.front());
     std::string error;
     l.dlopen(p, dir_ + "/d1/libu.so", std::nullopt, &error);
     if (error != dir_ + "/d1/libu.so: cannot open shared object file: Permission denied")
@@ -265,7 +269,8 @@ TEST_F(LoaderLayout, DamagedFilesAndDlopenMessages) {
   EXPECT_EQ(fails(dir_ + "/nowhere/libz.so"),
             dir_ + "/nowhere/libz.so: cannot open shared object file: No such file or directory");
   // The first missing dependency ends the call, with its own message.
-  EXPECT_EQ(fails(dir_ + "/lib/libneeds.so"), "libmissing.so: cannot open shared object file: No such file or directory");
+  EXPECT_EQ(fails(dir_ + "/lib/libneeds.so"),
+            "libmissing.so: cannot open shared object file: No such file or directory");
   EXPECT_EQ(p.objects.back().removed, true);
 }
 

@@ -3,11 +3,12 @@
 // tens of megabytes, rank prefixes, de-duplication, context, follow-up
 // lines, `replaces`, end-of-log rules and gzip input. Rules are written in the
 // test so the behaviour under test does not move with the knowledge base.
+#include "logs/logs.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include "logs/logs.h"
 #include "rules/rules.h"
 
 namespace mld {
@@ -132,14 +133,16 @@ Result scan(const std::string& text, size_t piece = 0, u32 context = 0, unsigned
   logs::Scanner s(m, {context, "log", threads});
   if (piece == 0) piece = text.size() + 1;
   for (size_t i = 0; i < text.size(); i += piece)
-    s.feed(ByteView(reinterpret_cast<const u8*>(text.data()) + i, std::min(piece, text.size() - i)));
+    s.feed(
+        ByteView(reinterpret_cast<const u8*>(text.data()) + i, std::min(piece, text.size() - i)));
   s.finish();
   Result r{{}, s.lines()};
   for (const logs::LogFinding* f : s.findings()) r.findings.push_back(f->finding);
   return r;
 }
 
-const std::string kOmp = "OMP: Error #15: Initializing libiomp5.so, but found libomp.so already initialized.";
+const std::string kOmp =
+    "OMP: Error #15: Initializing libiomp5.so, but found libomp.so already initialized.";
 
 TEST(LogScanner, FindsWithLineNumberAndCaptures) {
   Result r = scan("a\nb\n" + kOmp + "\nc\n");
@@ -155,7 +158,8 @@ TEST(LogScanner, FindsWithLineNumberAndCaptures) {
 TEST(LogScanner, AnySplitOfTheInputGivesTheSameFindings) {
   std::string text;
   for (int i = 0; i < 50; i++) text += "noise line " + std::to_string(i) + "\n";
-  text += "[rank2]:" + kOmp + "\n" + "x\nNCCL error in: a.cpp:5, unhandled system error\nLast error:\nsocket\n" +
+  text += "[rank2]:" + kOmp + "\n" +
+          "x\nNCCL error in: a.cpp:5, unhandled system error\nLast error:\nsocket\n" +
           "libfoo.so.3: cannot open shared object file\n";
   Result whole = scan(text);
   ASSERT_EQ(whole.findings.size(), 3u);
@@ -164,8 +168,10 @@ TEST(LogScanner, AnySplitOfTheInputGivesTheSameFindings) {
     ASSERT_EQ(split.findings.size(), whole.findings.size()) << "piece " << piece;
     for (size_t i = 0; i < whole.findings.size(); i++) {
       EXPECT_EQ(split.findings[i].message, whole.findings[i].message) << "piece " << piece;
-      EXPECT_EQ(split.findings[i].evidence.size(), whole.findings[i].evidence.size()) << "piece " << piece;
-      EXPECT_EQ(split.findings[i].evidence[0].line, whole.findings[i].evidence[0].line) << "piece " << piece;
+      EXPECT_EQ(split.findings[i].evidence.size(), whole.findings[i].evidence.size())
+          << "piece " << piece;
+      EXPECT_EQ(split.findings[i].evidence[0].line, whole.findings[i].evidence[0].line)
+          << "piece " << piece;
     }
   }
 }
@@ -173,9 +179,11 @@ TEST(LogScanner, AnySplitOfTheInputGivesTheSameFindings) {
 TEST(LogScanner, ThreadsGiveTheSameFindingsAsOne) {
   std::string text;
   for (int i = 0; i < 60000; i++) {
-    text += "[rank" + std::to_string(i % 8) + "]: step " + std::to_string(i) + " loss 0.25 \x1b[32mok\x1b[0m\n";
+    text += "[rank" + std::to_string(i % 8) + "]: step " + std::to_string(i) +
+            " loss 0.25 \x1b[32mok\x1b[0m\n";
     if (i % 997 == 0) text += "[rank" + std::to_string(i % 8) + "]:" + kOmp + "\n";
-    if (i % 1499 == 0) text += "lib" + std::to_string(i) + ".so.1: cannot open shared object file\n";
+    if (i % 1499 == 0)
+      text += "lib" + std::to_string(i) + ".so.1: cannot open shared object file\n";
     if (i % 4001 == 0) text += "NCCL error in: a.cpp:5, unhandled system error\nx\nLast error:\n";
   }
   Result one = scan(text, 1 << 20, 1, 1);
@@ -196,9 +204,12 @@ TEST(LogScanner, ThreadsGiveTheSameFindingsAsOne) {
 }
 
 TEST(LogScanner, AnsiColourCodesDoNotHideAMatch) {
-  Result r = scan("\x1b[1;31mOMP: Error #15: \x1b[0mInitializing a.so, but found b.so already initialized.\x1b[0m\n");
+  Result r = scan(
+      "\x1b[1;31mOMP: Error #15: \x1b[0mInitializing a.so, but found b.so already "
+      "initialized.\x1b[0m\n");
   ASSERT_EQ(r.findings.size(), 1u);
-  EXPECT_EQ(r.findings[0].evidence[0].text, "OMP: Error #15: Initializing a.so, but found b.so already initialized.");
+  EXPECT_EQ(r.findings[0].evidence[0].text,
+            "OMP: Error #15: Initializing a.so, but found b.so already initialized.");
 }
 
 TEST(LogScanner, ProgressBarsNulBytesAndInvalidUtf8) {
@@ -244,7 +255,8 @@ TEST(LogScanner, ContextLinesAroundTheFirstOccurrence) {
 }
 
 TEST(LogScanner, FollowUpLineWithinItsWindowOnly) {
-  Result near = scan("NCCL error in: a.cpp:5, unhandled system error\nx\nLast error:\nsocket timeout\n");
+  Result near =
+      scan("NCCL error in: a.cpp:5, unhandled system error\nx\nLast error:\nsocket timeout\n");
   ASSERT_EQ(near.findings.size(), 1u);
   ASSERT_EQ(near.findings[0].evidence.size(), 2u);
   EXPECT_EQ(near.findings[0].evidence[1].text, "Last error:");
@@ -255,7 +267,9 @@ TEST(LogScanner, FollowUpLineWithinItsWindowOnly) {
 }
 
 TEST(LogScanner, SpecificRuleReplacesGenericOnTheSameLine) {
-  Result r = scan("libcudart.so.11.0: cannot open shared object file\nlibfoo.so.2: cannot open shared object file\n");
+  Result r = scan(
+      "libcudart.so.11.0: cannot open shared object file\nlibfoo.so.2: cannot open shared object "
+      "file\n");
   ASSERT_EQ(r.findings.size(), 2u);
   EXPECT_EQ(r.findings[0].rule, "TST013");
   EXPECT_EQ(r.findings[1].rule, "TST012");
@@ -263,11 +277,13 @@ TEST(LogScanner, SpecificRuleReplacesGenericOnTheSameLine) {
 }
 
 TEST(LogScanner, EndOfLogRuleOnlyWhenTheLogEndsThere) {
-  std::string head = "start\nUsing /root/.cache/torch_extensions/py311_cpu as PyTorch extensions root...\n";
+  std::string head =
+      "start\nUsing /root/.cache/torch_extensions/py311_cpu as PyTorch extensions root...\n";
   Result stalled = scan(head + "Building extension module fused_adam...\n\n  \n");
   ASSERT_EQ(stalled.findings.size(), 1u);
   EXPECT_EQ(stalled.findings[0].rule, "TST014");
-  EXPECT_EQ(stalled.findings[0].message, "stalled waiting in /root/.cache/torch_extensions/py311_cpu");
+  EXPECT_EQ(stalled.findings[0].message,
+            "stalled waiting in /root/.cache/torch_extensions/py311_cpu");
   ASSERT_EQ(stalled.findings[0].evidence.size(), 2u);
   EXPECT_EQ(stalled.findings[0].evidence[1].line, 3u);
   Result unterminated = scan(head.substr(0, head.size() - 1));  // no final newline

@@ -4,6 +4,8 @@
 // interpreters test the probe's failure messages; and on this machine the
 // real /usr/bin/python3 is the oracle for sys.path, the distribution list
 // (importlib.metadata) and the dlopen order of the usual imports (LD_DEBUG).
+#include "pyenv/pyenv.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +16,6 @@
 #include <set>
 
 #include "elf-builder.h"
-#include "pyenv/pyenv.h"
 #include "run-command.h"
 
 using namespace mld;
@@ -32,9 +33,7 @@ class Tree {
   const std::string& root() const { return root_; }
   std::string at(const std::string& p) const { return root_ + p; }
 
-  void dir(const std::string& p) const {
-    std::system(("mkdir -p '" + at(p) + "'").c_str());
-  }
+  void dir(const std::string& p) const { std::system(("mkdir -p '" + at(p) + "'").c_str()); }
   void file(const std::string& p, const std::string& text = "") const {
     dir(host::dir_name(p));
     std::ofstream(at(p), std::ios::binary) << text;
@@ -98,8 +97,9 @@ TEST(ChooseInterpreter, OrderFlagVenvCondaPath) {
   t.elf("/conda/bin/python", executable());
   t.elf("/usr/bin/python3", executable());
   t.elf("/opt/py/bin/python3", executable());
-  host::Host h(t.root(), {{"VIRTUAL_ENV", "/venv"}, {"CONDA_PREFIX", "/conda"},
-                          {"PATH", "/opt/py/bin:/usr/bin"}});
+  host::Host h(
+      t.root(),
+      {{"VIRTUAL_ENV", "/venv"}, {"CONDA_PREFIX", "/conda"}, {"PATH", "/opt/py/bin:/usr/bin"}});
   InterpreterChoice c = choose_interpreter(h, std::string("/usr/bin/python3"));
   EXPECT_EQ(c.source, InterpreterSource::Flag);
   EXPECT_EQ(c.path, "/usr/bin/python3");
@@ -143,12 +143,14 @@ TEST(LayoutVenv, SysPathSuffixAndAuditwheelLibs) {
   t.file("/opt/venv/pyvenv.cfg",
          "home = /usr/local/bin\ninclude-system-site-packages = false\nversion = 3.12.1\n");
   std::string sp = "/opt/venv/lib/python3.12/site-packages";
-  t.file(sp + "/numpy-1.26.4.dist-info/METADATA", "Metadata-Version: 2.1\nName: numpy\nVersion: 1.26.4\n\nlong text\nName: bogus\n");
+  t.file(sp + "/numpy-1.26.4.dist-info/METADATA",
+         "Metadata-Version: 2.1\nName: numpy\nVersion: 1.26.4\n\nlong text\nName: bogus\n");
   t.file(sp + "/numpy-1.26.4.dist-info/INSTALLER", "pip\n");
   t.file(sp + "/numpy-1.26.4.dist-info/RECORD",
          "numpy/__init__.py,sha256=x,1\nnumpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so,,\n");
   t.file(sp + "/numpy/__init__.py");
-  t.extension(sp + "/numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so", "_multiarray_umath");
+  t.extension(sp + "/numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+              "_multiarray_umath");
   t.elf(sp + "/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so");
   t.elf(sp + "/numpy.libs/libgfortran-040039e1.so.5.0.0");
   t.file(sp + "/numpy/core/include/numpy/ndarrayobject.h");
@@ -164,9 +166,10 @@ TEST(LayoutVenv, SysPathSuffixAndAuditwheelLibs) {
   EXPECT_TRUE(env.python.in_venv());
   EXPECT_EQ(env.python.ext_suffix, ".cpython-312-x86_64-linux-gnu.so");
   EXPECT_EQ(env.python.machine, "x86_64");
-  EXPECT_EQ(env.python.sys_path,
-            (std::vector<std::string>{"", "/usr/local/lib/python312.zip", "/usr/local/lib/python3.12",
-                                      "/usr/local/lib/python3.12/lib-dynload", sp}));
+  EXPECT_EQ(
+      env.python.sys_path,
+      (std::vector<std::string>{"", "/usr/local/lib/python312.zip", "/usr/local/lib/python3.12",
+                                "/usr/local/lib/python3.12/lib-dynload", sp}));
   ASSERT_EQ(env.distributions.size(), 1u);
   EXPECT_EQ(env.distributions[0].name, "numpy");
   EXPECT_EQ(env.distributions[0].version, "1.26.4");
@@ -205,7 +208,8 @@ TEST(LayoutConda, TorchWheelNvidiaAndRecordLibraries) {
   t.file(sp + "/nvidia/cublas/include/cublas.h");
   t.file(sp + "/nvidia_cublas_cu12-12.1.3.1.dist-info/METADATA",
          "Name: nvidia-cublas-cu12\nVersion: 12.1.3.1\n");
-  t.file(sp + "/intel_openmp-2024.0.2.dist-info/METADATA", "Name: intel-openmp\nVersion: 2024.0.2\n");
+  t.file(sp + "/intel_openmp-2024.0.2.dist-info/METADATA",
+         "Name: intel-openmp\nVersion: 2024.0.2\n");
   t.file(sp + "/intel_openmp-2024.0.2.dist-info/RECORD",
          "../../libiomp5.so,sha256=abc,123\nintel_openmp-2024.0.2.dist-info/METADATA,,\n");
   t.elf("/opt/conda/lib/libiomp5.so");
@@ -259,10 +263,12 @@ TEST(LayoutDebian, DistPackagesEggInfoDuplicatesAndShadowing) {
   t.file("/usr/lib/python3.11/os.py");
   std::string local = "/usr/local/lib/python3.11/dist-packages";
   std::string deb = "/usr/lib/python3/dist-packages";
-  t.file(deb + "/numpy-1.24.2.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\n");
+  t.file(deb + "/numpy-1.24.2.egg-info/PKG-INFO",
+         "Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\n");
   t.file(deb + "/numpy-1.24.2.egg-info/top_level.txt", "numpy\n");
   t.file(deb + "/numpy/__init__.py");
-  t.extension(deb + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "_multiarray_umath");
+  t.extension(deb + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so",
+              "_multiarray_umath");
   t.file(deb + "/sympy-1.11.1.egg-info", "Metadata-Version: 2.1\nName: sympy\nVersion: 1.11.1\n");
   t.extension(deb + "/cv2.cpython-311-x86_64-linux-gnu.so", "cv2");
   // Both metadata forms of one distribution in one directory.
@@ -270,7 +276,8 @@ TEST(LayoutDebian, DistPackagesEggInfoDuplicatesAndShadowing) {
   t.file(deb + "/cryptography.egg-info/PKG-INFO", "Name: cryptography\nVersion: 38.0.4\n");
   t.file(local + "/numpy-1.26.0.dist-info/METADATA", "Name: numpy\nVersion: 1.26.0\n");
   t.file(local + "/numpy/__init__.py");
-  t.extension(local + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "_multiarray_umath");
+  t.extension(local + "/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so",
+              "_multiarray_umath");
 
   host::Host h(t.root(), {{"PATH", "/usr/local/bin:/usr/bin"}});
   Environment env = scan_environment(h, {});
@@ -347,7 +354,7 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   t.elf(ufunc + "/armlib.so.1", arm);
   t.extension(ufunc + "/old.cpython-310-x86_64-linux-gnu.so", "old");
   t.extension(ufunc + "/plain.so", "plain");  // PyInit_plain: an extension
-  t.elf(sp + "/numba/helper.so");               // no PyInit_helper: a library
+  t.elf(sp + "/numba/helper.so");             // no PyInit_helper: a library
   t.link("loop-b.so", ufunc + "/loop-a.so");
   t.link("loop-a.so", ufunc + "/loop-b.so");
   t.link("gone.so.1", ufunc + "/dangling.so");
@@ -359,7 +366,8 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   Environment env = scan_environment(h, opts);
   EXPECT_EQ(env.python.version, "3.11");
 
-  EXPECT_TRUE(has_problem(env, sp + "/nometa-1.0.dist-info", "METADATA: missing")) << problems_text(env);
+  EXPECT_TRUE(has_problem(env, sp + "/nometa-1.0.dist-info", "METADATA: missing"))
+      << problems_text(env);
   EXPECT_TRUE(has_problem(env, sp + "/noname-2.0.dist-info", "no Name"));
   ASSERT_NE(env.find_distribution("nometa"), nullptr);  // from the directory name
   EXPECT_EQ(env.find_distribution("nometa")->version, "1.0");
@@ -380,8 +388,9 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   std::vector<std::string> modules;
   for (const NativeFile& f : numba->extension_modules)
     if (f.loadable_by_interpreter) modules.push_back(f.module);
-  EXPECT_EQ(modules, (std::vector<std::string>{"numba.np.ufunc._internal", "numba.np.ufunc.omppool",
-                                                "numba.np.ufunc.plain", "numba.np.ufunc.workqueue"}));
+  EXPECT_EQ(modules,
+            (std::vector<std::string>{"numba.np.ufunc._internal", "numba.np.ufunc.omppool",
+                                      "numba.np.ufunc.plain", "numba.np.ufunc.workqueue"}));
   std::vector<std::string> libs;
   for (const NativeFile& f : numba->libraries) libs.push_back(f.path.substr(sp.size()));
   EXPECT_EQ(libs, (std::vector<std::string>{"/numba/helper.so", "/numba/np/ufunc/armlib.so.1"}));
@@ -445,7 +454,8 @@ TEST(LayoutNamespace, RegularPackageLaterWinsOverNamespacePortion) {
 // ─── probing: failures of the interpreter itself ────────────────────────────
 
 namespace {
-std::string probe_error(const std::string& script, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+std::string probe_error(const std::string& script,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   Tree t;
   std::string path = t.at("/python");
   std::ofstream(path) << "#!/bin/sh\n" << script << "\n";
@@ -461,7 +471,8 @@ std::string probe_error(const std::string& script, std::chrono::milliseconds tim
 
 TEST(Probe, CrashHangExitAndGarbageAreClearErrors) {
   EXPECT_NE(probe_error("kill -SEGV $$").find("killed by signal 11"), std::string::npos);
-  EXPECT_NE(probe_error("echo 'ImportError: bad .pth' >&2; exit 3").find("exited with status 3 at startup: ImportError: bad .pth"),
+  EXPECT_NE(probe_error("echo 'ImportError: bad .pth' >&2; exit 3")
+                .find("exited with status 3 at startup: ImportError: bad .pth"),
             std::string::npos);
   EXPECT_NE(probe_error("echo hello").find("printed no answer: hello"), std::string::npos);
   EXPECT_NE(probe_error("echo '{\"mldoctor_probe\": 1}'").find("lacks a field"), std::string::npos);
@@ -489,7 +500,8 @@ nlohmann::json ask_python(const std::string& code) {
   test::CommandResult r =
       test::run_command("cd " + cwd.root() + " && " + kSystemPython + " -c '" + code + "'");
   EXPECT_EQ(r.status, 0) << r.out;
-  return nlohmann::json::parse(r.out.substr(r.out.rfind("\n[") == std::string::npos ? 0 : r.out.rfind("\n[") + 1));
+  return nlohmann::json::parse(
+      r.out.substr(r.out.rfind("\n[") == std::string::npos ? 0 : r.out.rfind("\n[") + 1));
 }
 }  // namespace
 
@@ -503,8 +515,10 @@ TEST(RealPython, FactsDistributionsAndTorchMatchTheInterpreter) {
 
   nlohmann::json oracle = ask_python(
       "import sys, json, sysconfig, importlib.metadata as m; "
-      "print(json.dumps([sys.path, list(sys.version_info[:3]), sysconfig.get_config_var(\"EXT_SUFFIX\"), "
-      "[[d.metadata[\"Name\"], d.version, str(d.locate_file(\"\"))] for d in m.distributions()]]))");
+      "print(json.dumps([sys.path, list(sys.version_info[:3]), "
+      "sysconfig.get_config_var(\"EXT_SUFFIX\"), "
+      "[[d.metadata[\"Name\"], d.version, str(d.locate_file(\"\"))] for d in "
+      "m.distributions()]]))");
   EXPECT_EQ(env.python.sys_path, oracle[0].get<std::vector<std::string>>());
   EXPECT_EQ(env.python.major, oracle[1][0].get<int>());
   EXPECT_EQ(env.python.minor, oracle[1][1].get<int>());
@@ -588,8 +602,9 @@ TEST(RealPython, UsualImportSetFollowsRealDlopenOrder) {
 // are not UTF-8 must arrive exactly as sys.path holds them.
 TEST(RealPython, ProbeCarriesAwkwardPathsExactly) {
   if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
-  const std::vector<std::string> awkward = {"/tmp/mld \"quoted\" \\back\\slash", "/tmp/mld-tab\there",
-                                            "/tmp/mld-ünïcödé-😀", std::string("/tmp/mld-bytes-\xff\xfe")};
+  const std::vector<std::string> awkward = {"/tmp/mld \"quoted\" \\back\\slash",
+                                            "/tmp/mld-tab\there", "/tmp/mld-ünïcödé-😀",
+                                            std::string("/tmp/mld-bytes-\xff\xfe")};
   std::string pythonpath;
   for (const std::string& p : awkward) pythonpath += (pythonpath.empty() ? "" : ":") + p;
   host::Host h = host::Host::live();
@@ -601,16 +616,20 @@ TEST(RealPython, ProbeCarriesAwkwardPathsExactly) {
 
 TEST(Probe, AnswerAfterNoiseAndMalformedAnswers) {
   const std::string good =
-      "{\"mldoctor_probe\":1,\"version_info\":[3,11,2,\"final\"],\"executable\":\"/usr/bin/python3\","
+      "{\"mldoctor_probe\":1,\"version_info\":[3,11,2,\"final\"],\"executable\":\"/usr/bin/"
+      "python3\","
       "\"prefix\":\"/usr\",\"base_prefix\":\"/usr\",\"path\":[\"\",{\"hex\":\"2f746d702fff\"}],"
-      "\"ext_suffix\":\".cpython-311-x86_64-linux-gnu.so\",\"soabi\":\"cpython-311-x86_64-linux-gnu\","
+      "\"ext_suffix\":\".cpython-311-x86_64-linux-gnu.so\",\"soabi\":\"cpython-311-x86_64-linux-"
+      "gnu\","
       "\"platform\":\"linux-x86_64\"}";
   PythonFacts f = parse_probe_answer("a .pth file printed this\n" + good, "py: ");
   EXPECT_EQ(f.version, "3.11.2");
   ASSERT_EQ(f.sys_path.size(), 2u);
   EXPECT_EQ(f.sys_path[1], std::string("/tmp/\xff"));
   EXPECT_EQ(f.machine, "x86_64");
-  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"version_info\":[3]}", "py: "), PyenvError);
+  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"version_info\":[3]}", "py: "),
+               PyenvError);
   EXPECT_THROW(parse_probe_answer(good.substr(0, good.size() / 2), "py: "), PyenvError);
-  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"path\":[{\"hex\":\"zz\"}]}", "py: "), PyenvError);
+  EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"path\":[{\"hex\":\"zz\"}]}", "py: "),
+               PyenvError);
 }

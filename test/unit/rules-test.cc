@@ -3,12 +3,13 @@
 // positive examples produce that rule through the real matcher (Vectorscan +
 // PCRE2, the same path as `mldoctor logs`), and every negative example
 // produces no rule at all. Also the rule-file validator's error paths.
+#include "rules/rules.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "logs/logs.h"
-#include "rules/rules.h"
 
 namespace mld {
 namespace {
@@ -58,15 +59,19 @@ TEST(BuiltinRules, ExamplesMatchTheirRuleAndNegativesMatchNothing) {
     for (const rules::Example& ex : r.examples) {
       positives++;
       std::vector<Finding> got = scan(matcher, ex.log);
-      bool found = std::any_of(got.begin(), got.end(), [&](const Finding& f) { return f.rule == r.id; });
+      bool found =
+          std::any_of(got.begin(), got.end(), [&](const Finding& f) { return f.rule == r.id; });
       std::string others;
       for (const Finding& f : got) others += f.rule + " ";
-      EXPECT_TRUE(found) << r.id << ": example does not produce the rule (got: " << others << ")\n" << ex.log;
+      EXPECT_TRUE(found) << r.id << ": example does not produce the rule (got: " << others << ")\n"
+                         << ex.log;
     }
     for (const rules::Example& ex : r.negatives) {
       negatives++;
       for (const Finding& f : scan(matcher, ex.log))
-        ADD_FAILURE() << r.id << ": negative example produces " << f.rule << " (" << f.message << ")\n" << ex.log;
+        ADD_FAILURE() << r.id << ": negative example produces " << f.rule << " (" << f.message
+                      << ")\n"
+                      << ex.log;
     }
   }
   std::printf("checked %zu positive and %zu negative examples\n", positives, negatives);
@@ -90,10 +95,11 @@ followed_by = 'y'
   EXPECT_FALSE(r);
   std::string all;
   for (const rules::RuleError& e : errors) all += e.message + "\n";
-  for (const char* want : {"is not 2-5 capital letters and 3 digits", "severity 'fatal'", "final period",
-                           "not a URL", "unknown key 'colour'", "missing [fix]", "cannot have followed_by",
-                           "needs at least one [[example]]"})
-    EXPECT_NE(all.find(want), std::string::npos) << "missing problem: " << want << "\nall:\n" << all;
+  for (const char* want : {"is not 2-5 capital letters and 3 digits", "severity 'fatal'",
+                           "final period", "not a URL", "unknown key 'colour'", "missing [fix]",
+                           "cannot have followed_by", "needs at least one [[example]]"})
+    EXPECT_NE(all.find(want), std::string::npos) << "missing problem: " << want << "\nall:\n"
+                                                 << all;
 }
 
 TEST(RuleParser, TomlSyntaxErrorNamesTheLine) {
@@ -113,8 +119,11 @@ TEST(RuleParser, NonAsciiOutsideStringsIsRejectedBeforeToml) {
   }
   // Inside strings and comments it is fine.
   std::vector<rules::RuleError> errors;
-  rules::parse_rule("# caf\xc3\xa9\ntitle = \"caf\xc3\xa9 \\\" \xef\xbb\xbd\"\nexplanation = '''\xc3\xa9'''\n", "", errors);
-  for (const rules::RuleError& e : errors) EXPECT_EQ(e.message.find("non-ASCII"), std::string::npos) << e.message;
+  rules::parse_rule(
+      "# caf\xc3\xa9\ntitle = \"caf\xc3\xa9 \\\" \xef\xbb\xbd\"\nexplanation = '''\xc3\xa9'''\n",
+      "", errors);
+  for (const rules::RuleError& e : errors)
+    EXPECT_EQ(e.message.find("non-ASCII"), std::string::npos) << e.message;
 }
 
 TEST(RuleParser, IdMustMatchFileName) {
@@ -153,7 +162,8 @@ TEST(RuleSet, MissingUserDirIsAnError) {
 
 TEST(Fix, OneLineTakesTheFirstParagraphAndItsCodeBlock) {
   EXPECT_EQ(rules::one_line_fix("\nDo this\nnow.\n\nMore detail.\n"), "Do this now.");
-  EXPECT_EQ(rules::one_line_fix("Bind the GPU:\n\n```python\na = 1\nb(a)\n```\n\nLater."), "Bind the GPU: a = 1; b(a)");
+  EXPECT_EQ(rules::one_line_fix("Bind the GPU:\n\n```python\na = 1\nb(a)\n```\n\nLater."),
+            "Bind the GPU: a = 1; b(a)");
   EXPECT_EQ(rules::one_line_fix("Ends with colon:\n\nNo code."), "Ends with colon:");
 }
 

@@ -2,13 +2,14 @@
 // goes in (and what stays out), a link that files were read through becoming
 // a directory, the environment's masking; the oracle for the archive is
 // GNU tar's listing of it.
+#include "snapshot/snapshot.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "ld-cache-builder.h"
 #include "run-command.h"
-#include "snapshot/snapshot.h"
 
 using namespace mld;
 
@@ -29,18 +30,18 @@ TEST(SnapshotArchive, WhatGoesInAndWhatStaysOut) {
   test::TempDir dir;
   host::AccessLog log;
   log.files["/proc/meminfo"] = "MemTotal: 1 kB\n";
-  log.files["/proc/4242/comm"] = "python3\n";          // another process: out
-  log.files["/proc/1/cgroup"] = "0::/\n";              // container detection: in
+  log.files["/proc/4242/comm"] = "python3\n";           // another process: out
+  log.files["/proc/1/cgroup"] = "0::/\n";               // container detection: in
   log.links["/proc/1/fd/3"] = "/home/u/.cache/x/lock";  // its descriptors: out
-  log.files["/home/u/secret.txt"] = "no";              // outside the trees: out
+  log.files["/home/u/secret.txt"] = "no";               // outside the trees: out
   log.links["/sys/class/net/eth0"] = "../../devices/virtual/net/eth0";
   log.files["/sys/class/net/eth0/operstate"] = "up\n";  // read through the link
   log.links["/sys/class/infiniband/mlx5_0/device"] = "../../../0000:17:00.0";
   log.directories["/sys/class/net"] = {"eth0"};
   log.stats.insert("/.dockerenv");
   const std::string out = dir.path() + "/snap.tar.gz";
-  snapshot::Written w = snapshot::write_snapshot(log, {{"HF_TOKEN", "hf_x"}, {"OMP_NUM_THREADS", "2"}},
-                                                 {{"glibc", "2.36"}}, out);
+  snapshot::Written w = snapshot::write_snapshot(
+      log, {{"HF_TOKEN", "hf_x"}, {"OMP_NUM_THREADS", "2"}}, {{"glibc", "2.36"}}, out);
   EXPECT_EQ(w.masked, 1u);
   test::CommandResult r = test::run_command("tar -tvzf " + out);
   ASSERT_EQ(r.status, 0) << r.out;
@@ -56,7 +57,8 @@ TEST(SnapshotArchive, WhatGoesInAndWhatStaysOut) {
   EXPECT_TRUE(has(" .dockerenv\n"));
   EXPECT_TRUE(has(" .mldoctor/environ\n"));
   EXPECT_TRUE(has(" .mldoctor/glibc\n"));
-  test::CommandResult env = test::run_command("tar -xzOf " + out + " .mldoctor/environ | tr '\\0' '\\n'");
+  test::CommandResult env =
+      test::run_command("tar -xzOf " + out + " .mldoctor/environ | tr '\\0' '\\n'");
   EXPECT_EQ(env.out, "HF_TOKEN=<masked>\nOMP_NUM_THREADS=2\n");
   // Never overwrites.
   EXPECT_THROW(snapshot::write_snapshot(log, {}, {}, out), IoError);

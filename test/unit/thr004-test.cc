@@ -39,10 +39,13 @@ TEST(Thr004, UnboundRanksWithBindingShareTheirCores) {
   EXPECT_EQ(thr004(node(4, all, {{"OMP_PLACES", "cores"}})).size(), 1u);  // places alone bind
   EXPECT_EQ(thr004(node(2, all, {{"KMP_AFFINITY", "granularity=fine,compact,1,0"}})).size(), 1u);
   EXPECT_EQ(thr004(node(2, all, {{"KMP_AFFINITY", "explicit,proclist=[0,1]"}})).size(), 1u);
-  std::vector<std::string> m = thr004(node(4, all, {{"OMP_PROC_BIND", "close"}, {"OMP_PLACES", "cores"}}));
+  std::vector<std::string> m =
+      thr004(node(4, all, {{"OMP_PROC_BIND", "close"}, {"OMP_PLACES", "cores"}}));
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_NE(m[0].find("OMP_PROC_BIND=close OMP_PLACES=cores pins the OpenMP threads of each of the 4 ranks"),
-            std::string::npos);
+  EXPECT_NE(
+      m[0].find(
+          "OMP_PROC_BIND=close OMP_PLACES=cores pins the OpenMP threads of each of the 4 ranks"),
+      std::string::npos);
   EXPECT_NE(m[0].find("whole node (0-3)"), std::string::npos);
 }
 
@@ -52,7 +55,8 @@ TEST(Thr004, NothingWithoutBindingOrWithBoundRanksOrOneRank) {
   EXPECT_TRUE(thr004(node(4, all, {{"OMP_PROC_BIND", "false"}, {"OMP_PLACES", "cores"}})).empty());
   EXPECT_TRUE(thr004(node(4, all, {{"KMP_AFFINITY", "none"}})).empty());
   EXPECT_TRUE(thr004(node(1, all, {{"OMP_PROC_BIND", "true"}})).empty());
-  EXPECT_TRUE(thr004(node(4, {0}, {{"OMP_PROC_BIND", "true"}})).empty());  // the launcher bound this rank
+  EXPECT_TRUE(
+      thr004(node(4, {0}, {{"OMP_PROC_BIND", "true"}})).empty());  // the launcher bound this rank
   EXPECT_TRUE(thr004(node(2, {0, 1}, {{"OMP_PROC_BIND", "true"}})).empty());  // a half share each
   hostfacts::Facts unknown = node(4, all, {{"OMP_PROC_BIND", "true"}});
   unknown.host.ranks_per_node.count.reset();
@@ -62,7 +66,8 @@ TEST(Thr004, NothingWithoutBindingOrWithBoundRanksOrOneRank) {
 TEST(Thr004, MasksLargerThanAShareOverlap) {
   std::vector<std::string> m = thr004(node(2, {0, 1, 2}, {{"OMP_PROC_BIND", "spread"}}));
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_NE(m[0].find("this rank's affinity mask (0-2) holds 3 of the node's 4 online CPUs, more than a 1/2 share"),
+  EXPECT_NE(m[0].find("this rank's affinity mask (0-2) holds 3 of the node's 4 online CPUs, more "
+                      "than a 1/2 share"),
             std::string::npos);
 }
 
@@ -71,7 +76,8 @@ TEST(Thr004, GompCpuAffinityIgnoresTheRanksMasks) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_NE(m[0].find("whatever the rank's affinity mask (1)"), std::string::npos);
   // OMP_PLACES takes precedence over GOMP_CPU_AFFINITY and follows the mask.
-  EXPECT_TRUE(thr004(node(2, {1}, {{"GOMP_CPU_AFFINITY", "0-1"}, {"OMP_PLACES", "cores"}})).empty());
+  EXPECT_TRUE(
+      thr004(node(2, {1}, {{"GOMP_CPU_AFFINITY", "0-1"}, {"OMP_PLACES", "cores"}})).empty());
 }
 
 }  // namespace

@@ -28,13 +28,16 @@ MLD_DETECTOR(OMP001) {
       d.message += std::string(": the second LLVM/Intel copy aborts with \"OMP: Error #15\"") +
                    (p.observed ? " when it starts" : "");
     for (const detect::OpenMpRuntime& r : p.runtimes)
-      d.evidence.push_back({std::string(loader::openmp_kind_name(r.kind)) + " " + r.soname + " => " + r.path +
+      d.evidence.push_back({std::string(loader::openmp_kind_name(r.kind)) + " " + r.soname +
+                                " => " + r.path +
                                 (r.interface.empty() ? "" : " (" + r.interface + ")") +
                                 (r.how.empty() ? "" : ", " + r.how),
                             "", std::nullopt});
     if (p.has_mkl) {
-      d.fix = "let MKL use the GNU runtime the others already load: MKL_THREADING_LAYER=GNU (then libiomp5 "
-              "is not needed); do not set KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
+      d.fix =
+          "let MKL use the GNU runtime the others already load: MKL_THREADING_LAYER=GNU (then "
+          "libiomp5 "
+          "is not needed); do not set KMP_DUPLICATE_LIB_OK=TRUE, which hides the clash";
       d.env_fix.push_back("MKL_THREADING_LAYER=GNU");
     }
     out.push_back(std::move(d));

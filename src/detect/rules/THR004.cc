@@ -88,7 +88,8 @@ MLD_DETECTOR(THR004) {
   // masks mean equal places.
   const std::optional<std::vector<u32>>& mask = h.cpu.affinity;
   const std::optional<std::vector<u32>>& online = h.cpu.online;
-  const bool shared_mask = mask && online && mask->size() >= 2 && mask->size() * ranks > online->size();
+  const bool shared_mask =
+      mask && online && mask->size() >= 2 && mask->size() * ranks > online->size();
   if (!shared_mask && !absolute) return;
 
   std::string settings;
@@ -99,12 +100,15 @@ MLD_DETECTOR(THR004) {
   const std::string head = " pins the OpenMP threads of each of the " + std::to_string(ranks) +
                            " ranks on this node to the same CPUs: ";
   if (shared_mask && *mask == *online)
-    d.message = settings + head + "every rank's affinity mask is the whole node (" + hostfacts::format_cpu_list(*mask) +
-                "), so thread 0 of every rank runs on the first place, thread 1 on the second, and the other CPUs "
+    d.message = settings + head + "every rank's affinity mask is the whole node (" +
+                hostfacts::format_cpu_list(*mask) +
+                "), so thread 0 of every rank runs on the first place, thread 1 on the second, and "
+                "the other CPUs "
                 "idle";
   else if (shared_mask)
-    d.message = settings + head + "this rank's affinity mask (" + hostfacts::format_cpu_list(*mask) + ") holds " +
-                std::to_string(mask->size()) + " of the node's " + std::to_string(online->size()) +
+    d.message = settings + head + "this rank's affinity mask (" +
+                hostfacts::format_cpu_list(*mask) + ") holds " + std::to_string(mask->size()) +
+                " of the node's " + std::to_string(online->size()) +
                 " online CPUs, more than a 1/" + std::to_string(ranks) +
                 " share, so the ranks' masks overlap and their threads are placed on the same CPUs";
   else
@@ -115,10 +119,11 @@ MLD_DETECTOR(THR004) {
                             (h.ranks_per_node.raw.empty() ? "" : "=" + h.ranks_per_node.raw) + ")",
                         "", std::nullopt});
   if (mask)
-    d.evidence.push_back({"this rank's affinity mask: " + hostfacts::format_cpu_list(*mask) + " (" +
-                              h.cpu.affinity_source + ")" +
-                              (online ? ", online CPUs: " + hostfacts::format_cpu_list(*online) : ""),
-                          "", std::nullopt});
+    d.evidence.push_back(
+        {"this rank's affinity mask: " + hostfacts::format_cpu_list(*mask) + " (" +
+             h.cpu.affinity_source + ")" +
+             (online ? ", online CPUs: " + hostfacts::format_cpu_list(*online) : ""),
+         "", std::nullopt});
   for (const std::string& b : binding) {
     const std::string name = b.substr(0, b.find('='));
     d.env_fix.push_back("-" + name);
