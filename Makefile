@@ -36,9 +36,11 @@ test-sanitize: deps
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
 
+# The libFuzzer targets (test/fuzz) and the libraries they use, instrumented,
+# in build-fuzz/; `cmake --build build-fuzz` builds the whole project so.
 fuzz: deps
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMLD_FUZZ=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS)
+	@cmake --build build-fuzz -j $(JOBS) --target mld-fuzz-targets
 
 bench: build
 	@bench/run.sh
