@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz bench rules-doc guide clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide clean
 
 all: build
 
@@ -41,6 +41,12 @@ test-fast: build
 fuzz: deps
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMLD_FUZZ=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target mld-fuzz-targets
+
+# Each fuzz target: its corpus replayed, then FUZZ_SECONDS of new inputs
+# (scripts/fuzz-smoke.sh); fails on any crash, leak or timeout.
+FUZZ_SECONDS ?= 20
+fuzz-smoke: fuzz
+	@scripts/fuzz-smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	@bench/run.sh
