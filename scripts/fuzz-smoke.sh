@@ -2,7 +2,8 @@
 # Bounded libFuzzer runs of every fuzz target of a -DMLD_FUZZ=ON build
 # (`make fuzz` builds it, `make fuzz-smoke` runs this), so CI exercises the
 # parsers with new inputs, not only the saved ones the replay tests run.
-#   scripts/fuzz-smoke.sh BUILD_DIR [SECONDS]      (SECONDS per target, default 20)
+#   scripts/fuzz-smoke.sh BUILD_DIR [SECONDS [NAME...]]
+# SECONDS per target (default 20); NAMEs (cpuinfo, elf, ...) pick targets.
 # For each test/fuzz/<name>-fuzz.cc: replay test/fuzz/corpus/<name>/ (-runs=0),
 # then fuzz for SECONDS, one worker. New inputs go to a temporary directory,
 # never into the repository's corpus. Prints one summary line per target;
@@ -10,22 +11,27 @@
 # out, and names the input that did it (kept, with the log, in the
 # temporary directory; small ones are printed in base64 too, for CI logs).
 set -uo pipefail
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  echo "usage: $0 BUILD_DIR [SECONDS]" >&2
+if [ $# -lt 1 ]; then
+  echo "usage: $0 BUILD_DIR [SECONDS [NAME...]]" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd) || exit 2
 seconds=${2:-20}
+shift $(($# < 2 ? $# : 2))
+only=" $* "
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/mld-fuzz-smoke.XXXXXX")
 # UBSan aborts (the build uses -fno-sanitize-recover too), with a stack.
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 failed=()
+ran=0
 start=$SECONDS
 for cc in "$src"/test/fuzz/*-fuzz.cc; do
   target=$(basename "$cc" .cc)
   name=${target%-fuzz}
+  [ $# -eq 0 ] || [[ $only == *" $name "* ]] || continue
+  ran=$((ran + 1))
   bin=$build/test/$target
   corpus=$src/test/fuzz/corpus/$name
   if [ ! -x "$bin" ]; then
@@ -98,6 +104,10 @@ for cc in "$src"/test/fuzz/*-fuzz.cc; do
 done
 
 elapsed=$((SECONDS - start))
+if [ $ran -eq 0 ]; then
+  echo "fuzz-smoke: no fuzz target named$only" >&2
+  exit 2
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz-smoke: FAILED: ${failed[*]} (${elapsed} s; inputs and logs kept in $work)" >&2
   exit 1
