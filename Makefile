@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz bench rules-doc guide layers-doc format clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format clean
 
 all: build
 
@@ -36,9 +36,17 @@ test-sanitize: deps
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
 
+# The libFuzzer targets (test/fuzz) and the libraries they use, instrumented,
+# in build-fuzz/; `cmake --build build-fuzz` builds the whole project so.
 fuzz: deps
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMLD_FUZZ=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS)
+	@cmake --build build-fuzz -j $(JOBS) --target mld-fuzz-targets
+
+# Each fuzz target: its corpus replayed, then FUZZ_SECONDS of new inputs
+# (scripts/fuzz-smoke.sh); fails on any crash, leak or timeout.
+FUZZ_SECONDS ?= 20
+fuzz-smoke: fuzz
+	@scripts/fuzz-smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	@bench/run.sh

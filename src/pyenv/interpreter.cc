@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -266,6 +268,15 @@ std::string probe_string(const nlohmann::json& j) {
   throw PyenvError("unexpected value in the probe's answer: " + j.dump());
 }
 
+// A version number: a JSON integer from 0 to INT_MAX. get<int>() converts
+// whatever number it is given, and a float outside int's range is undefined
+// behaviour (found by pyenv-fuzz).
+int probe_int(const nlohmann::json& j) {
+  if (j.is_number_unsigned() && j.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX))
+    return static_cast<int>(j.get<uint64_t>());
+  throw PyenvError("unexpected value in the probe's answer: " + j.dump());
+}
+
 }  // namespace
 
 PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
@@ -301,9 +312,9 @@ PythonFacts parse_probe_answer(std::string_view out, const std::string& who) {
   f.origin = FactsOrigin::Interpreter;
   try {
     const nlohmann::json& vi = j.at("version_info");
-    f.major = vi.at(0).get<int>();
-    f.minor = vi.at(1).get<int>();
-    f.micro = vi.at(2).get<int>();
+    f.major = probe_int(vi.at(0));
+    f.minor = probe_int(vi.at(1));
+    f.micro = probe_int(vi.at(2));
     f.release_level = vi.at(3).get<std::string>();
     f.version =
         std::to_string(f.major) + "." + std::to_string(f.minor) + "." + std::to_string(f.micro);

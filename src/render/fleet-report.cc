@@ -20,8 +20,8 @@ std::vector<NodeFinding> node_findings(const fleet::Comparison& c) {
   for (const fleet::Variant& v : c.groups[g].variants) {
     if (!v.group) continue;
     for (const auto& [key, value] : v.group->values) {
-      auto it =
-          std::find_if(out.begin(), out.end(), [&](const NodeFinding& f) { return f.key == key; });
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&k = key](const NodeFinding& f) { return f.key == k; });
       if (it == out.end()) {
         NodeFinding nf;
         nf.key = key;

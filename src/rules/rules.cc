@@ -121,43 +121,135 @@ class Reader {
   bool failed_ = false;
 };
 
-// toml++ 3.3 (Debian 12) reaches __builtin_unreachable() when it classifies
-// some non-ASCII characters outside strings (U+00A1..U+0499, U+2C6E..U+3067
-// but U+3000, U+FBC6..U+FEFE): undefined behaviour on a user's rule file.
-// TOML allows non-ASCII only inside strings and comments, so such a file is
-// invalid anyway: find the first non-ASCII byte outside them before toml++
-// sees the text. Returns its offset, or npos.
-size_t non_ascii_outside_strings(std::string_view t) {
+// toml++ 3.3 (Debian 12) reaches __builtin_unreachable() when it asks
+// whether some non-ASCII characters are whitespace (U+00A1..U+0499,
+// U+2C5E..U+3057 but U+3000, U+FC06..U+FEFE; marzer/tomlplusplus#190, #295):
+// undefined behaviour on a user's rule file. It asks of every character
+// outside strings and comments, where TOML allows no non-ASCII anyway, and in
+// a """ string of the character after a backslash and of the first ones of a
+// line continued by a backslash. This scan finds such a character before
+// toml++ sees the text. It follows toml++ on where a string starts: a quote
+// inside a bare value (`x = 1="é"`, `1["é"]`, `1."é"`) starts none, toml++
+// reads on to the next space, ',', ']', '}' or '#' (found by rules-fuzz).
+struct TomlHazard {
+  size_t offset;
+  const char* what;
+};
+
+bool toml_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool non_ascii(char c) { return static_cast<unsigned char>(c) >= 0x80; }
+
+// Skips the string that opens at t[i]: returns the offset after it, or where
+// an unterminated one-line string ends, or where `hazard` is.
+size_t skip_toml_string(std::string_view t, size_t i, std::optional<TomlHazard>& hazard) {
+  const char q = t[i];
+  const std::string_view triple = q == '"' ? "\"\"\"" : "'''";
+  const bool multi = t.substr(i, 3) == triple;
+  i += multi ? 3 : 1;
+  while (i < t.size()) {
+    if (q == '"' && t[i] == '\\') {
+      size_t j = i + 1;
+      if (multi && j < t.size() && non_ascii(t[j])) {
+        hazard = TomlHazard{j, "a non-ASCII character after a backslash"};
+        return j;
+      }
+      if (multi && j < t.size() && toml_space(t[j])) {  // a line-ending backslash
+        while (j < t.size() && toml_space(t[j])) j++;
+        if (j < t.size() && non_ascii(t[j])) {
+          hazard = TomlHazard{j,
+                              "a non-ASCII character first on a line continued by a backslash "
+                              "(write it as \\uXXXX)"};
+          return j;
+        }
+        i = j;
+        continue;
+      }
+      i += 2;
+      continue;
+    }
+    if (t[i] == q && (!multi || t.substr(i, 3) == triple)) {
+      i += multi ? 3 : 1;
+      while (multi && i < t.size() && t[i] == q) i++;  // up to two more quotes
+      return i;
+    }
+    if (!multi && t[i] == '\n') return i;  // unterminated: toml++ reports it
+    i++;
+  }
+  return i;
+}
+
+std::optional<TomlHazard> toml_hazard(std::string_view t) {
+  enum class Expect { Key, Value, Nothing };  // what toml++ reads next
+  Expect expect = Expect::Key;
+  std::string open;   // '[' arrays, '{' inline tables, 'h' table headers
+  bool bare = false;  // in a bare value: a number, date, boolean or junk
+  std::optional<TomlHazard> hazard;
   size_t i = 0;
   while (i < t.size()) {
-    char c = t[i];
-    if (c == '#') {
-      while (i < t.size() && t[i] != '\n') i++;
-    } else if (c == '"' || c == '\'') {
-      bool multi = t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
-      size_t open = multi ? 3 : 1;
-      i += open;
-      while (i < t.size()) {
-        if (c == '"' && t[i] == '\\') {
-          i += 2;
-          continue;
-        }
-        if (t[i] == c &&
-            (!multi || t.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''"))) {
-          i += open;
-          // A multi-line string may end with up to two more quotes.
-          while (multi && i < t.size() && t[i] == c) i++;
-          break;
-        }
-        if (!multi && t[i] == '\n') break;  // unterminated: toml++ reports it
+    const char c = t[i];
+    if (non_ascii(c)) return TomlHazard{i, "a non-ASCII character outside a string or comment"};
+    if (bare) {
+      if (!toml_space(c) && c != ',' && c != ']' && c != '}' && c != '#') {
         i++;
+        continue;
       }
-    } else {
-      if (static_cast<unsigned char>(c) >= 0x80) return i;
-      i++;
+      bare = false;
+      expect = Expect::Nothing;
     }
+    switch (c) {
+      case '#':
+        while (i < t.size() && t[i] != '\n') i++;
+        continue;
+      case '\n':
+        if (open.empty() || open.back() == 'h') {
+          open.clear();
+          expect = Expect::Key;
+        }
+        break;
+      case ' ':
+      case '\t':
+      case '\r': break;
+      case '"':
+      case '\'':
+        if (expect == Expect::Nothing) break;  // no string to toml++ but an error
+        i = skip_toml_string(t, i, hazard);
+        if (hazard) return hazard;
+        if (expect == Expect::Value) expect = Expect::Nothing;
+        continue;
+      case '=':
+        if (expect == Expect::Key)
+          expect = Expect::Value;
+        else if (expect == Expect::Value)
+          bare = true;
+        break;
+      case '[':
+        if (expect == Expect::Key)
+          open.push_back('h');
+        else if (expect == Expect::Value)
+          open.push_back('[');
+        break;
+      case '{':
+        if (expect == Expect::Value) {
+          open.push_back('{');
+          expect = Expect::Key;
+        }
+        break;
+      case ']':
+      case '}':
+        if (!open.empty() && (c == '}') == (open.back() == '{')) open.pop_back();
+        expect = Expect::Nothing;
+        break;
+      case ',':
+        expect = open.empty() || open.back() == 'h' ? Expect::Nothing
+                 : open.back() == '['               ? Expect::Value
+                                                    : Expect::Key;
+        break;
+      default:
+        if (expect == Expect::Value) bare = true;
+    }
+    i++;
   }
-  return std::string_view::npos;
+  return std::nullopt;
 }
 
 Example read_example(Reader& r, const toml::table& t, std::string_view where, bool positive) {
@@ -180,12 +272,10 @@ Example read_example(Reader& r, const toml::table& t, std::string_view where, bo
 
 std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
                                std::vector<RuleError>& errors) {
-  if (size_t bad = non_ascii_outside_strings(text); bad != std::string_view::npos) {
-    size_t line = 1 + static_cast<size_t>(
-                          std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
-    errors.push_back(
-        {std::string(origin),
-         "line " + std::to_string(line) + ": a non-ASCII character outside a string or comment"});
+  if (std::optional<TomlHazard> bad = toml_hazard(text)) {
+    size_t line = 1 + static_cast<size_t>(std::count(
+                          text.begin(), text.begin() + static_cast<long>(bad->offset), '\n'));
+    errors.push_back({std::string(origin), "line " + std::to_string(line) + ": " + bad->what});
     return std::nullopt;
   }
   toml::table doc;

@@ -633,3 +633,23 @@ TEST(Probe, AnswerAfterNoiseAndMalformedAnswers) {
   EXPECT_THROW(parse_probe_answer("{\"mldoctor_probe\":1,\"path\":[{\"hex\":\"zz\"}]}", "py: "),
                PyenvError);
 }
+
+// A version number that is not an integer fitting an int is refused, not
+// converted: get<int>() of 1e99 was undefined behaviour (found by pyenv-fuzz,
+// test/fuzz/corpus/pyenv/version-float-out-of-range.json).
+TEST(Probe, VersionNumbersAreIntegersThatFitAnInt) {
+  for (const char* micro :
+       {"1e99", "2.5", "-1", "2147483648", "18446744073709551615", "\"2\"", "null"}) {
+    std::string answer = std::string("{\"mldoctor_probe\":1,\"version_info\":[3,11,") + micro +
+                         ",\"final\"],\"executable\":\"/usr/bin/python3\",\"prefix\":\"/usr\","
+                         "\"base_prefix\":\"/usr\",\"path\":[],\"ext_suffix\":\"\",\"soabi\":\"\","
+                         "\"platform\":\"linux-x86_64\"}";
+    EXPECT_THROW(parse_probe_answer(answer, "py: "), PyenvError) << micro;
+  }
+  PythonFacts f = parse_probe_answer(
+      "{\"mldoctor_probe\":1,\"version_info\":[3,11,2147483647,\"final\"],\"executable\":\"\","
+      "\"prefix\":\"\","
+      "\"base_prefix\":\"\",\"path\":[],\"ext_suffix\":\"\",\"soabi\":\"\",\"platform\":\"linux\"}",
+      "py: ");
+  EXPECT_EQ(f.version, "3.11.2147483647");
+}

@@ -126,6 +126,41 @@ TEST(RuleParser, NonAsciiOutsideStringsIsRejectedBeforeToml) {
     EXPECT_EQ(e.message.find("non-ASCII"), std::string::npos) << e.message;
 }
 
+TEST(RuleParser, NonAsciiWhereTomlppClassifiesItIsRejectedBeforeToml) {
+  // toml++ reads a bare value on to the next space, ',', ']', '}' or '#', and
+  // a quote inside one starts no string (found by rules-fuzz, corpus
+  // toml-unreachable-in-bare-value.toml); in a """ string it classifies the
+  // character after a backslash and those after a line-ending backslash.
+  for (const char* text : {"x = 1=\"\xd0\x9b\"\n", "x = 1[\"\xd0\x9b\"]\n", "x = 1.\"\xd0\x9b\"\n",
+                           "x = [1'\xc2\xa7']\n", "x = {a = 2\"\xc2\xa7\"}\n",
+                           "x = \"a\" \"\xc2\xa7\"\n", "id = 2\"c\x02:\xd0\x9b= \"\n"}) {
+    std::vector<rules::RuleError> errors;
+    EXPECT_FALSE(rules::parse_rule(text, "", errors));
+    ASSERT_EQ(errors.size(), 1u) << text;
+    EXPECT_NE(errors[0].message.find("line 1: a non-ASCII character outside a string"),
+              std::string::npos)
+        << errors[0].message;
+  }
+  for (const char* text :
+       {"s = \"\"\"\\\n\xc2\xa7\"\"\"\n", "s = \"\"\"\\  \n \n\t\xe2\x80\x80\xc2\xa7\"\"\"\n",
+        "s = \"\"\"\\\xc2\xa7\"\"\"\n"}) {
+    std::vector<rules::RuleError> errors;
+    EXPECT_FALSE(rules::parse_rule(text, "", errors));
+    ASSERT_EQ(errors.size(), 1u) << text;
+    EXPECT_NE(errors[0].message.find("non-ASCII character"), std::string::npos)
+        << errors[0].message;
+    EXPECT_NE(errors[0].message.find("backslash"), std::string::npos) << errors[0].message;
+  }
+  // Strings where TOML puts them still take any character.
+  std::vector<rules::RuleError> errors;
+  rules::parse_rule(
+      "x=\"\xc3\xa9\"\n[a.\"\xc3\xa9\"]\ny = [\"\xc3\xa9\", # \xc3\xa9\n  '\xc3\xa9']\n"
+      "z = {k = \"\xc3\xa9\", \"\xc3\xa9\" = 1}\ns = \"\"\"\\\n  a \xc2\xa7\"\"\"\n",
+      "", errors);
+  for (const rules::RuleError& e : errors)
+    EXPECT_EQ(e.message.find("non-ASCII"), std::string::npos) << e.message;
+}
+
 TEST(RuleParser, IdMustMatchFileName) {
   std::vector<rules::RuleError> errors;
   EXPECT_FALSE(rules::parse_rule(R"(id = "ABC123"
