@@ -72,6 +72,15 @@ inline std::string_view trim(std::string_view s) {
   return s;
 }
 
+// `s` with ASCII letters in lower case (other bytes kept): the one lower of
+// every parser of names and settings.
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
 // The value of the first "key<sep>value" line of `text` whose key, trimmed,
 // is `key` ("model name: X", PRETTY_NAME="X", cuda = '12.1'): trimmed, and
 // without one pair of matching quotes around it.

@@ -66,12 +66,7 @@ inline std::optional<i64> parse_i64(std::string_view s) {
   return v;
 }
 
-inline std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
+inline std::string lower(std::string_view s) { return ascii_lower(s); }
 
 inline std::string upper(std::string_view s) {
   std::string out(s);

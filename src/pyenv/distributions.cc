@@ -137,11 +137,8 @@ std::pair<std::string, std::string> name_version_from_dir(std::string_view entry
   return {std::string(stem.substr(0, dash)), std::string(rest.substr(0, rest.find('-')))};
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), ::tolower);
-  return out;
-}
+// (::tolower on a byte above 0x7f, a negative char, is undefined.)
+std::string lower(std::string_view s) { return ascii_lower(s); }
 
 void read_distribution(const host::Host& host, Distribution& d,
                        std::vector<ScanProblem>& problems) {

@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
-from mldtest import check, check_in, finish, scratch  # noqa: E402
+from mldtest import check_eq, check, check_in, finish, scratch  # noqa: E402
 from scenarios import (PY, build_tls_modules, expect_finding, finding_text, run_traced,  # noqa: E402
                        scenario_env, skip_unless)
 
@@ -51,6 +51,10 @@ if f and failed_module:
     check_in("bytes of static TLS", text, "evidence: the TLS the module needs and what was left")
     check_in("used at startup", text, "evidence: the TLS the loaded modules already use")
     check_in("fails at the same dlopen", text, "the loader model agrees with the real failure")
+    # The dlerror text also matches the log rules TLS010/TLS011; TLS001
+    # replaces them (rules/TLS001.toml), so the report names the cause once.
+    also = [x["rule"] for x in doc["findings"] if x["rule"] in ("TLS010", "TLS011")]
+    check_eq(also, [], "log findings TLS001 replaces")
     fix = [e for e in f.get("env_fix") or [] if e.startswith("GLIBC_TUNABLES=")]
     check(len(fix) == 1, "one GLIBC_TUNABLES setting: %r" % f.get("env_fix"))
 if fix:

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <type_traits>
 
 #include "elf-builder.h"
 #include "loader/loader.h"
@@ -112,6 +113,10 @@ using Listing = std::vector<std::pair<std::string, std::string>>;
 
 // A venv's bin/python is a symlink to the real interpreter: run by exec(),
 // its $ORIGIN is the real directory; `ld.so --list` takes the link's.
+// The search state refers to the Loader's own config: a copy would dangle.
+static_assert(!std::is_copy_constructible_v<mld::loader::Loader> &&
+              !std::is_copy_assignable_v<mld::loader::Loader>);
+
 TEST_F(LoaderLayout, MainOriginResolvedUnderExecAsGivenUnderLdSo) {
   lib(dir_ + "/store/lib/libpy.so");
   lib(dir_ + "/venv/lib/libpy.so");

@@ -63,6 +63,17 @@ TEST(Thr004, NothingWithoutBindingOrWithBoundRanksOrOneRank) {
   EXPECT_TRUE(thr004(unknown).empty());
 }
 
+TEST(Thr004, OmpProcBindAsTheRuntimesReadIt) {
+  const std::vector<u32> all = {0, 1, 2, 3};
+  EXPECT_TRUE(thr004(node(4, all, {{"OMP_PROC_BIND", "FALSE"}, {"OMP_PLACES", "cores"}})).empty());
+  EXPECT_TRUE(thr004(node(4, all, {{"OMP_PROC_BIND", "0"}})).empty());  // invalid: ignored
+  std::vector<std::string> m =
+      thr004(node(4, all, {{"OMP_PROC_BIND", "0"}, {"OMP_PLACES", "cores"}}));
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].rfind("OMP_PLACES=cores pins", 0), 0u) << m[0];
+  EXPECT_EQ(thr004(node(4, all, {{"OMP_PROC_BIND", "spread, close"}})).size(), 1u);
+}
+
 TEST(Thr004, MasksLargerThanAShareOverlap) {
   std::vector<std::string> m = thr004(node(2, {0, 1, 2}, {{"OMP_PROC_BIND", "spread"}}));
   ASSERT_EQ(m.size(), 1u);

@@ -11,18 +11,10 @@
 // thread's mask read back with pthread_getaffinity_np
 // (test/e2e/scenario-thr004-binding.py).
 #include <algorithm>
-#include <cctype>
 
 #include "detect/detect.h"
 
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
-  return s;
-}
 
 const std::string* env(const mld::hostfacts::EnvFacts& e, std::string_view name) {
   for (const mld::hostfacts::EnvVar& v : e.variables)
@@ -30,15 +22,29 @@ const std::string* env(const mld::hostfacts::EnvFacts& e, std::string_view name)
   return nullptr;
 }
 
-bool is_false(const std::string& v) {
-  const std::string l = lower(v);
-  return l == "false" || l == "0" || l == "no" || l == "off";
+// OMP_PROC_BIND as the runtimes read it: "false" turns binding off, "true"
+// or a list of policies (primary, master, close, spread) on; anything else
+// is ignored (ENV002 reports it).
+enum class ProcBind { Off, On, Ignored };
+ProcBind proc_bind_of(const std::string& v) {
+  const std::string l = mld::ascii_lower(mld::trim(v));
+  if (l == "false") return ProcBind::Off;
+  if (l == "true") return ProcBind::On;
+  size_t i = 0;
+  while (i <= l.size()) {
+    size_t comma = std::min(l.find(',', i), l.size());
+    const std::string_view item = mld::trim(std::string_view(l).substr(i, comma - i));
+    if (item != "primary" && item != "master" && item != "close" && item != "spread")
+      return ProcBind::Ignored;
+    i = comma + 1;
+  }
+  return ProcBind::On;
 }
 
 // KMP_AFFINITY's type (the one word that is not a modifier): binding types
 // place threads; none/disabled do not.
 bool kmp_affinity_binds(const std::string& v) {
-  std::string l = lower(v);
+  std::string l = mld::ascii_lower(v);
   // proclist=[...] holds commas of its own.
   if (size_t open = l.find('['); open != std::string::npos) {
     size_t close = l.find(']', open);
@@ -48,7 +54,7 @@ bool kmp_affinity_binds(const std::string& v) {
   while (i <= l.size()) {
     size_t comma = l.find(',', i);
     if (comma == std::string::npos) comma = l.size();
-    const std::string item = lower(l.substr(i, comma - i));
+    const std::string_view item = mld::trim(std::string_view(l).substr(i, comma - i));
     if (item == "compact" || item == "scatter" || item == "balanced" || item == "explicit" ||
         item == "logical" || item == "physical")
       return true;
@@ -71,11 +77,12 @@ MLD_DETECTOR(THR004) {
   const std::string* places = env(e, "OMP_PLACES");
   const std::string* gomp = env(e, "GOMP_CPU_AFFINITY");
   const std::string* kmp = env(e, "KMP_AFFINITY");
-  if (proc_bind && is_false(*proc_bind)) return;  // binding off, whatever else is set
+  const ProcBind bind = proc_bind ? proc_bind_of(*proc_bind) : ProcBind::Ignored;
+  if (bind == ProcBind::Off) return;  // binding off, whatever else is set
 
   // What turns binding on, as `NAME=value` for the report.
   std::vector<std::string> binding;
-  if (proc_bind) binding.push_back("OMP_PROC_BIND=" + *proc_bind);
+  if (bind == ProcBind::On) binding.push_back("OMP_PROC_BIND=" + *proc_bind);
   if (places) binding.push_back("OMP_PLACES=" + *places);
   if (kmp && kmp_affinity_binds(*kmp)) binding.push_back("KMP_AFFINITY=" + *kmp);
   const bool absolute = gomp && !places;  // OMP_PLACES takes precedence over it
@@ -103,8 +110,7 @@ MLD_DETECTOR(THR004) {
     d.message = settings + head + "every rank's affinity mask is the whole node (" +
                 hostfacts::format_cpu_list(*mask) +
                 "), so thread 0 of every rank runs on the first place, thread 1 on the second, and "
-                "the other CPUs "
-                "idle";
+                "the other CPUs idle";
   else if (shared_mask)
     d.message = settings + head + "this rank's affinity mask (" +
                 hostfacts::format_cpu_list(*mask) + ") holds " + std::to_string(mask->size()) +
