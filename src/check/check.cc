@@ -282,8 +282,6 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   hostfacts::emit_findings(r.facts, list);
   for (const Finding& f : r.jit.findings) list.add(f);
   gpu::emit_findings(r.gpu, host, list);
-  find_native_hazards(r, host, list);
-  find_thread_hazards(r, list);
   detect::Facts facts;
   facts.host = &r.facts;
   gather_native_facts(r, host, facts);

@@ -96,14 +96,7 @@ struct TorchBuildFacts {
 
 // torch.get_num_threads() right after `import torch`, before anyone changes
 // it, and the rule of the installed build that gives it.
-struct TorchThreads {
-  bool torch = false;        // torch is installed
-  std::optional<u32> count;  // nullopt: cannot be known here (`unknown` says why)
-  std::string rule;          // the code that decides, in words
-  std::string basis;         // its inputs and arithmetic on this machine
-  std::string unknown;
-  std::vector<std::string> evidence;  // how the build was recognised
-};
+using TorchThreads = detect::TorchThreads;
 
 TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Environment& env,
                                      const struct ImportSimulation* sim);
@@ -131,11 +124,10 @@ struct CheckReport {
 // described becomes CheckReport::python_error.
 CheckReport run_check(const host::Host& host, const CheckOptions& options);
 
-// threads.cc: THR001 and THR002 from the facts and the simulated process.
-void find_thread_hazards(const CheckReport& report, FindingSink& sink);
-// native.cc: the loader findings of the simulated import set, and the facts
-// its hazards seen by other commands too (OMP001, TLS001) are detected from.
-void find_native_hazards(const CheckReport& report, const host::Host& host, FindingSink& sink);
+// threads.cc: the thread pools of the Python process (THR001, THR002).
+detect::ThreadPools thread_pools(const CheckReport& report);
+// native.cc: the facts of the simulated import set (the process, its OpenMP
+// runtimes and MKL, the first static TLS failure) and thread_pools().
 void gather_native_facts(const CheckReport& report, const host::Host& host, detect::Facts& facts);
 
 // The environment settings of `findings` for `mldoctor fix`: one value per

@@ -100,7 +100,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   FindingList findings;
   bool tool_error = false;
   std::FILE* out = stdout;
-  std::optional<Process> first_process;
+  std::vector<std::unique_ptr<Process>> programs;  // the facts point into them
+  const Process* first_process = nullptr;
   Session* first_session = nullptr;
   std::string first_path;
   detect::Facts facts;  // for the detectors of hazards other commands see too
@@ -117,13 +118,13 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     auto it = sessions.find(*t);
     if (it == sessions.end()) it = sessions.emplace(*t, make_session(host, *t, opts.glibc)).first;
     Session& s = it->second;
-    Process p = s.loader->load_program(path);
-    FindingList local;
-    loader::find_hazards(p, path, local);
+    programs.push_back(std::make_unique<Process>(s.loader->load_program(path)));
+    const Process& p = *programs.back();
+    facts.simulated.push_back({path, &p, loader::check_versions(p), nullptr});
     facts.openmp.push_back(detect::openmp_process(p, path));
     if (common.format == OutputFormat::Json) {
       json versions = json::array();
-      for (const loader::VersionProblem& vp : loader::check_versions(p))
+      for (const loader::VersionProblem& vp : facts.simulated.back().version_problems)
         versions.push_back(
             {{"kind", vp.kind == loader::VersionProblem::NotFound       ? "not_found"
                       : vp.kind == loader::VersionProblem::WeakNotFound ? "weak_not_found"
@@ -144,9 +145,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
         render::print_list(out, p);
       }
     }
-    for (Finding& f : local.findings) findings.add(std::move(f));
     if (!first_process) {
-      first_process = std::move(p);
+      first_process = &p;
       first_session = &s;
       first_path = path;
     }
@@ -158,8 +158,11 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     std::optional<loader::StaticTlsParams> params = loader::StaticTlsParams::for_process(
         host, first_session->config.e_machine, first_session->glibc, &notes);
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
-    loader::DlopenSequence seq = loader::simulate_dlopen_sequence(
-        *first_session->loader, *first_process, opts.load_order, *params);
+    // The dlopen() calls grow a copy: the program's own hazards above are
+    // those of the program as it starts.
+    Process grown = *first_process;
+    loader::DlopenSequence seq =
+        loader::simulate_dlopen_sequence(*first_session->loader, grown, opts.load_order, *params);
     for (const loader::DlopenStep& st : seq.steps) {
       if (st.ok || st.tls_module.empty()) continue;
       detect::StaticTlsFailure f;

@@ -58,6 +58,17 @@ OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
   return out;
 }
 
+void add_loaded_by(const SimulatedProcess& p, Detection& d) {
+  if (!p.loaded_by) return;
+  for (size_t i = 0; i < p.process->objects.size(); i++) {
+    const loader::Object& o = p.process->objects[i];
+    if (o.faked || o.path.empty()) continue;
+    if (d.message.find(o.path) == std::string::npos && d.subject != o.path) continue;
+    d.evidence.push_back(
+        {std::string(base_name(o.path)) + " is loaded by " + (*p.loaded_by)[i], "", std::nullopt});
+  }
+}
+
 StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq,
                                     const loader::DlopenStep& step) {
   return {step.error,      step.tls_module,  step.bytes_needed, step.bytes_left,

@@ -30,6 +30,17 @@ struct OpenMpRuntime {
   std::string path;
   std::string interface;  // the highest OMP_x.y version it defines, when read
   std::string how;        // "loaded by import torch (torch._C)", "needed by libtorch_cpu.so"
+  size_t position = 0;    // in the process's load order
+};
+
+// libmkl_rt in a process beside GNU OpenMP: the threading layer MKL would
+// pick (MKL001; check's import set only).
+struct MklLoad {
+  std::string path;
+  std::string how;           // "loaded by import numpy (numpy.core._multiarray_umath)"
+  size_t position = 0;       // in the process's load order
+  bool mkl_service = false;  // mkl-service is installed: `import mkl` runs its check
+  std::optional<std::string> threading_layer;  // MKL_THREADING_LAYER of the process
 };
 
 // The OpenMP runtimes of one process: predicted (check, libs) or seen (run).
@@ -41,6 +52,43 @@ struct OpenMpProcess {
   bool aborted = false;                 // it died of SIGABRT (observed only)
   bool has_mkl = false;                 // libmkl_rt is loaded too: MKL can use the GNU runtime
   std::vector<OpenMpRuntime> runtimes;  // in load order, one per file
+  std::optional<MklLoad> mkl;           // where check knows it
+};
+
+// A process as the loader model builds it: libs' program, or check's import
+// set. The version needs are checked when the facts are gathered (that reads
+// the objects' version sections); the detectors read the rest.
+struct SimulatedProcess {
+  std::string subject;  // the program, or "import torch, numpy"
+  const loader::Process* process = nullptr;
+  std::vector<loader::VersionProblem> version_problems;  // loader::check_versions()
+  // check: per object of `process`, the import that loaded it ("import torch
+  // (torch._C)"); null for a program.
+  const std::vector<std::string>* loaded_by = nullptr;
+};
+
+// The evidence "<file> is loaded by <import>" for every object of `p` that a
+// detection names in its subject or message (nothing for a program).
+void add_loaded_by(const SimulatedProcess& p, Detection& d);
+
+// torch's default intra-op thread count on this machine (check/torch-threads.cc
+// reads it from the installed build).
+struct TorchThreads {
+  bool torch = false;        // torch is installed
+  std::optional<u32> count;  // nullopt: cannot be known here (`unknown` says why)
+  std::string rule;          // the code that decides, in words
+  std::string basis;         // its inputs and arithmetic on this machine
+  std::string unknown;
+  std::vector<std::string> evidence;  // how the build was recognised
+};
+
+// The thread pools of check's Python process (THR001, THR002).
+struct ThreadPools {
+  bool numba = false;  // numba is installed: its pool counts too
+  // numba's OpenMP layer would win and its omppool and torch resolve
+  // libgomp.so.1 to one object: that object and the omppool; empty: not so.
+  std::string shared_gomp, omppool;
+  TorchThreads torch;
 };
 
 // The static TLS model's account of one failing dlopen().
@@ -94,8 +142,10 @@ struct StaticTlsFailure {
 // whose facts are absent reports nothing.
 struct Facts {
   const hostfacts::Facts* host = nullptr;
+  std::vector<SimulatedProcess> simulated;
   std::vector<OpenMpProcess> openmp;
   std::vector<StaticTlsFailure> static_tls;
+  std::optional<ThreadPools> threads;
 };
 
 using Detections = std::vector<Detection>;

@@ -378,13 +378,11 @@ std::string version_problem_text(const Process& process, const VersionProblem& p
 // (from any file: libc.so.6, libm.so.6...); nullopt when it needs none.
 std::optional<GlibcVersion> oldest_glibc_needed(const elf::ElfFile& object);
 
-// ─── hazards.cc ─────────────────────────────────────────────────────────────
-// Loader hazards as findings: LD001 missing library, LD002 unmet symbol
-// version, LD003 one soname from two files, LD004 one runtime under two
-// sonames, LD005 a load that stops. (Several OpenMP runtimes, OMP001, and
-// static TLS exhaustion, TLS001, are seen by other commands too: their
-// detectors are in src/detect/rules/, fed from the Process and the
-// DlopenSequence.)
+// ─── objects.cc ─────────────────────────────────────────────────────────────
+// What the objects of a process are. The hazards of a simulated process
+// (LD001 missing library, LD002 unmet symbol version, LD003 one soname from
+// two files, LD004 one runtime under two sonames, LD005 a load that stops,
+// OMP001, TLS001) are detected from it in src/detect/rules/.
 
 enum class OpenMpKind { None, Gnu, Llvm, Intel };
 std::string_view openmp_kind_name(OpenMpKind k);
@@ -398,9 +396,11 @@ std::string_view object_soname(const Object& o);
 // The paths of the objects whose DT_NEEDED resolved to object `index`,
 // comma-separated.
 std::string needed_by(const Process& process, size_t index);
-
-// Hazards of one simulated process; `subject` names what was analysed.
-void find_hazards(const Process& process, const std::string& subject, FindingSink& sink);
+// Wheels repaired by auditwheel vendor a library as "libgomp-a34b3233.so.1":
+// the position of the "-<hex>" suffix (8+ digits) before ".so", npos if none;
+// and the name without it, the real name of the vendored copy.
+size_t vendor_hash_at(std::string_view soname);
+std::string strip_vendor_hash(std::string_view soname);
 
 // ─── dlopen.cc ──────────────────────────────────────────────────────────────
 // glibc elf/dl-open.c (dl_open_worker: relocation order, failure rollback),

@@ -18,6 +18,27 @@ NOT_RULES = {"GB200", "GH200"}
 
 rules = {f[:-5] for f in os.listdir(os.path.join(SRC, "rules")) if f.endswith(".toml")}
 detectors = {f[:-3] for f in os.listdir(os.path.join(SRC, "src", "detect", "rules")) if f.endswith(".cc")}
+
+
+def code_of(line):
+    """The line without its // comment (a // inside a string literal stays)."""
+    in_string = False
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if in_string:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif line.startswith("//", i):
+            return line[:i]
+        i += 1
+    return line
+
+
 failures = []
 where = {}
 for root, _, files in os.walk(os.path.join(SRC, "src")):
@@ -28,7 +49,7 @@ for root, _, files in os.walk(os.path.join(SRC, "src")):
         rel = os.path.relpath(path, SRC)
         with open(path, encoding="utf-8") as f:
             for no, line in enumerate(f, 1):
-                code = re.sub(r'//[^"]*$', "", line)
+                code = code_of(line)
                 for m in ID.finditer(code):
                     rid = m.group(1)
                     if rid in NOT_RULES:

@@ -315,10 +315,12 @@ check::ImportSimulation shared_libgomp() {
 }
 
 std::vector<Finding> thr002(const check::CheckReport& r) {
-  FindingList list;
-  check::find_thread_hazards(r, list);
+  // The facts check gathers, then every detector: THR002's findings.
+  detect::Facts facts;
+  facts.host = &r.facts;
+  facts.threads = check::thread_pools(r);
   std::vector<Finding> out;
-  for (Finding& f : list.findings)
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
     if (f.rule == "THR002") out.push_back(std::move(f));
   return out;
 }

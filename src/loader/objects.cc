@@ -1,13 +1,13 @@
-// hazards.cc — turns a simulated process into findings: what a user of
-// `mldoctor libs` must act on. The loader model says *what* ld.so would do;
-// this file says which of those outcomes break a job (a missing library, an
-// unmet GLIBCXX version, two copies of one runtime) and what to change, and
-// names the OpenMP runtimes of a process for the OMP001 detector.
+// objects.cc — what the objects of a simulated process are, in the terms the
+// detectors of src/detect/rules/ reason in: the C library's release (the
+// banner libc.so.6 prints), the soname an object goes by, which OpenMP
+// runtime it is, and the vendored copies wheels carry under hashed names
+// ("libgomp-a34b3233.so.1", auditwheel's renaming). Deciding what breaks a
+// job is the detectors' part (LD001-LD005, OMP001, TLS001).
 #include <string.h>
 
 #include <algorithm>
 #include <cctype>
-#include <set>
 
 #include "loader/loader.h"
 
@@ -100,8 +100,6 @@ std::string_view openmp_kind_name(OpenMpKind k) {
   return "?";
 }
 
-namespace {
-
 // Wheels repaired by auditwheel vendor runtimes as "libgomp-a34b3233.so.1":
 // the position of the "-<hex>" suffix of 8+ digits before ".so", npos if none.
 size_t vendor_hash_at(std::string_view soname) {
@@ -114,16 +112,19 @@ size_t vendor_hash_at(std::string_view soname) {
   return dash;
 }
 
-// The soname without such a suffix: the real name of a vendored runtime.
 std::string strip_vendor_hash(std::string_view soname) {
   size_t dash = vendor_hash_at(soname);
   if (dash == std::string_view::npos) return std::string(soname);
   return std::string(soname.substr(0, dash)).append(soname.substr(soname.find(".so")));
 }
 
+namespace {
+
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-std::string where_needed(const Process& p, size_t idx) {
+}  // namespace
+
+std::string needed_by(const Process& p, size_t idx) {
   std::vector<std::string> by;
   for (const Object& o : p.objects)
     for (const Resolution& r : o.needed)
@@ -133,8 +134,6 @@ std::string where_needed(const Process& p, size_t idx) {
   for (size_t i = 0; i < by.size(); i++) out += (i ? ", " : "") + by[i];
   return out;
 }
-
-}  // namespace
 
 OpenMpKind openmp_kind(const Object& o) {
   std::string_view so = object_soname(o);
@@ -150,119 +149,6 @@ OpenMpKind openmp_kind(const Object& o) {
   return OpenMpKind::None;
 }
 
-void find_hazards(const Process& p, const std::string& subject, FindingSink& sink) {
-  for (const std::string& e : p.errors) {
-    Finding f;
-    f.rule = "LD005";
-    f.severity = Severity::Error;
-    f.subject = subject;
-    f.message = "ld.so would stop loading " + subject + ": " + e;
-    sink.add(std::move(f));
-  }
-  // LD001: missing libraries, with the paths considered.
-  std::set<std::string> reported;
-  for (size_t i = 0; i < p.objects.size(); i++) {
-    const Object& o = p.objects[i];
-    for (const Resolution& r : o.needed) {
-      if (r.how != How::NotFound || !r.object || !p.objects[*r.object].faked) continue;
-      if (!reported.insert(r.name + "\n" + o.path).second) continue;
-      Finding f;
-      f.rule = "LD001";
-      f.severity = Severity::Error;
-      f.subject = r.name;
-      f.message = r.name + " (needed by " + o.path + ") is not found";
-      for (const Attempt& a : r.tried)
-        f.evidence.push_back({a.source + ": " + a.path + " (" + a.outcome + ")", "", std::nullopt});
-      f.fix = "install the package that ships " + r.name +
-              ", or add its directory to the DT_RUNPATH of " + o.path +
-              " (patchelf --add-rpath DIR) or to LD_LIBRARY_PATH";
-      sink.add(std::move(f));
-    }
-  }
-  // LD002: unmet symbol versions.
-  for (const VersionProblem& vp : check_versions(p)) {
-    if (vp.kind != VersionProblem::NotFound) continue;
-    const Object& prov = p.objects[vp.provider];
-    Finding f;
-    f.rule = "LD002";
-    f.severity = Severity::Error;
-    f.subject = p.objects[vp.requirer].path;
-    f.message = version_problem_text(p, vp);
-    std::string how;
-    for (const Object& o : p.objects)
-      for (const Resolution& r : o.needed)
-        if (r.object == vp.provider && how.empty())
-          how = std::string(how_name(r.how)) + (r.via.empty() ? "" : " of " + r.via);
-    f.evidence.push_back(
-        {vp.file + " => " + prov.path + (how.empty() ? "" : " (found via " + how + ")"), "",
-         std::nullopt});
-    f.evidence.push_back({prov.path + " does not define " + vp.version, "", std::nullopt});
-    f.fix =
-        "make a " + vp.file + " that defines " + vp.version +
-        " load first (put its directory "
-        "first in LD_LIBRARY_PATH, or remove the older copy from the search path), or rebuild " +
-        p.objects[vp.requirer].path + " against " + prov.path;
-    sink.add(std::move(f));
-  }
-  // LD003 / LD004: one runtime from two files. Objects sorted by (soname,
-  // index) and by (name without a vendor hash, index), then grouped; the
-  // findings come out in name order.
-  std::vector<std::pair<std::string_view, size_t>> by_soname;
-  std::vector<std::string> stripped;  // the few names that had a vendor hash
-  for (size_t i = 0; i < p.objects.size(); i++) {
-    const Object& o = p.objects[i];
-    if (o.faked || o.removed || !o.elf) continue;
-    by_soname.emplace_back(object_soname(o), i);
-  }
-  std::vector<std::pair<std::string_view, size_t>> by_base = by_soname;
-  for (auto& [name, i] : by_base)
-    if (vendor_hash_at(name) != std::string_view::npos) stripped.push_back(strip_vendor_hash(name));
-  for (size_t k = 0, s_i = 0; k < by_base.size(); k++)
-    if (vendor_hash_at(by_base[k].first) != std::string_view::npos)
-      by_base[k].first = stripped[s_i++];
-  std::sort(by_soname.begin(), by_soname.end());
-  std::sort(by_base.begin(), by_base.end());
-  auto groups = [](const std::vector<std::pair<std::string_view, size_t>>& v, auto&& fn) {
-    for (size_t a = 0; a < v.size();) {
-      size_t b = a + 1;
-      while (b < v.size() && v[b].first == v[a].first) b++;
-      if (b - a >= 2) {
-        std::vector<size_t> idx;
-        for (size_t k = a; k < b; k++) idx.push_back(v[k].second);
-        fn(std::string(v[a].first), idx);
-      }
-      a = b;
-    }
-  };
-  groups(by_soname, [&](const std::string& so, const std::vector<size_t>& idx) {
-    Finding f;
-    f.rule = "LD003";
-    f.severity = Severity::Warning;
-    f.subject = so;
-    f.message = so + " is loaded from " + std::to_string(idx.size()) + " different files";
-    for (size_t i : idx)
-      f.evidence.push_back(
-          {p.objects[i].path + " (needed by " + where_needed(p, i) + ")", "", std::nullopt});
-    f.fix = "keep one copy of " + so + " on the search path so every user shares it";
-    sink.add(std::move(f));
-  });
-  groups(by_base, [&](const std::string& base, const std::vector<size_t>& idx) {
-    std::set<std::string_view> sonames;
-    for (size_t i : idx) sonames.insert(object_soname(p.objects[i]));
-    if (sonames.size() < 2) return;
-    Finding f;
-    f.rule = "LD004";
-    f.severity = Severity::Warning;
-    f.subject = base;
-    f.message = "two copies of " + base + " under different sonames: each keeps its own state";
-    for (size_t i : idx)
-      f.evidence.push_back({std::string(object_soname(p.objects[i])) + " => " + p.objects[i].path,
-                            "", std::nullopt});
-    f.fix = "make the packages share one " + base + " (use builds linked against the system copy)";
-    sink.add(std::move(f));
-  });
-}
-
 std::vector<size_t> openmp_runtimes(const Process& p) {
   std::vector<size_t> out;
   for (size_t i = 0; i < p.objects.size(); i++) {
@@ -272,7 +158,5 @@ std::vector<size_t> openmp_runtimes(const Process& p) {
   }
   return out;
 }
-
-std::string needed_by(const Process& p, size_t idx) { return where_needed(p, idx); }
 
 }  // namespace mld::loader

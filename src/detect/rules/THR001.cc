@@ -1,0 +1,87 @@
+// THR001 — the thread budget of a node. Every OpenMP runtime, OpenBLAS and
+// numba start one thread per CPU of the affinity mask unless told otherwise,
+// and none of them reads the cgroup CPU quota; with several ranks per node
+// each rank does the same. The usable CPUs are min(affinity, ceil(quota))
+// (hostfacts), the recommendation is usable / ranks per rank, for every pool,
+// before any import (research/threading.md §6).
+#include <algorithm>
+
+#include "detect/detect.h"
+
+namespace {
+
+std::optional<mld::u32> first_count(const std::optional<std::vector<mld::u32>>& v) {
+  if (!v || v->empty()) return std::nullopt;
+  return v->front();
+}
+
+}  // namespace
+
+MLD_DETECTOR(THR001) {
+  using namespace mld;
+  if (!facts.host || !facts.threads) return;
+  const hostfacts::HostFacts& h = facts.host->host;
+  const hostfacts::ThreadSettings& t = facts.host->env.threads;
+  if (!h.cpu.usable) return;
+  const u32 usable = *h.cpu.usable;
+  const u32 affinity = h.cpu.affinity ? static_cast<u32>(h.cpu.affinity->size())
+                       : h.cpu.online ? static_cast<u32>(h.cpu.online->size())
+                                      : usable;
+  const u32 ranks = std::max<u32>(1, h.ranks_per_node.count.value_or(1));
+
+  struct Pool {
+    std::string what;
+    u32 threads;
+  };
+  std::vector<Pool> pools;
+  if (std::optional<u32> omp = first_count(t.omp_num_threads))
+    pools.push_back({"OpenMP: OMP_NUM_THREADS=" + std::to_string(*omp), *omp});
+  else
+    pools.push_back(
+        {"OpenMP (libgomp, LLVM): OMP_NUM_THREADS unset, one thread per CPU of the affinity mask "
+         "= " +
+             std::to_string(affinity),
+         affinity});
+  const bool numba = facts.threads->numba;
+  if (numba) {
+    if (t.numba_num_threads)
+      pools.push_back({"numba: NUMBA_NUM_THREADS=" + std::to_string(*t.numba_num_threads),
+                       *t.numba_num_threads});
+    else
+      pools.push_back(
+          {"numba: NUMBA_NUM_THREADS unset, the affinity mask = " + std::to_string(affinity),
+           affinity});
+  }
+  u32 per_process = 0;
+  for (const Pool& p : pools) per_process = std::max(per_process, p.threads);
+  if (u64{per_process} * ranks <= usable) return;
+
+  const u32 per_rank = std::max<u32>(1, usable / ranks);
+  Detection f;
+  f.rule = "THR001";
+  f.subject = "thread budget";
+  f.message = std::to_string(ranks) + " rank(s) × " + std::to_string(per_process) +
+              " threads = " + std::to_string(u64{per_process} * ranks) + " busy threads on " +
+              std::to_string(usable) + " usable CPUs (" + h.cpu.usable_basis +
+              "): the ranks oversubscribe the node";
+  for (const Pool& p : pools) f.evidence.push_back({p.what, "", std::nullopt});
+  std::string cpus = "usable CPUs " + std::to_string(usable) + " (" + h.cpu.usable_basis +
+                     "), affinity mask " + std::to_string(affinity);
+  if (h.cpu.quota)
+    cpus += ", cgroup v" + std::to_string(h.cpu.quota->cgroup_version) + " quota " +
+            std::to_string(h.cpu.quota->quota_us) + "/" + std::to_string(h.cpu.quota->period_us) +
+            " (read by no runtime)";
+  f.evidence.push_back({cpus, h.cpu.quota ? h.cpu.quota->file : std::string(), std::nullopt});
+  f.evidence.push_back(
+      {"ranks per node " + std::to_string(ranks) +
+           (h.ranks_per_node.source.empty() ? " (assumed: no launcher variable)"
+                                            : " (" + h.ranks_per_node.source + ")"),
+       "", std::nullopt});
+  const std::string n = std::to_string(per_rank);
+  f.fix = "give each rank " + n + " thread(s) — " + std::to_string(usable) + " usable CPUs / " +
+          std::to_string(ranks) + " rank(s) — for every pool, before Python starts";
+  for (const char* var : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    f.env_fix.push_back(std::string(var) + "=" + n);
+  if (numba) f.env_fix.push_back("NUMBA_NUM_THREADS=" + n);
+  out.push_back(std::move(f));
+}
