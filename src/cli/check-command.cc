@@ -18,7 +18,6 @@
 #include "render/check-report.h"
 #include "render/fix-report.h"
 #include "report/report.h"
-#include "snapshot/snapshot.h"
 
 namespace mld::cli {
 
@@ -47,7 +46,6 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
   co.glibc = opts.glibc;
-  if (co.glibc.empty()) co.glibc = snapshot::snapshot_fact(host, "glibc").value_or("");
   if (host.is_live_root()) {
     char buf[4096];
     if (getcwd(buf, sizeof buf)) co.cwd = buf;

@@ -33,7 +33,8 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
   // cpuinfo model used (host::kCpuidFile, in `cpuid -r` form).
   host.read_file("/proc/self/limits");
   std::map<std::string, std::string> facts;
-  if (r.facts.host.glibc_version) facts["glibc"] = *r.facts.host.glibc_version;
+  if (r.facts.host.glibc_version)
+    facts[std::string(base_name(host::kGlibcReleaseFile))] = *r.facts.host.glibc_version;
   if (std::optional<host::CpuidDump> cpuid = host.cpuid(nullptr)) {
     std::string dump = host::format_cpuid_dump(*cpuid);
     if (!dump.empty() && dump.back() == '\n') dump.pop_back();  // write_snapshot adds the newline

@@ -252,4 +252,12 @@ std::optional<CpuidDump> Host::cpuid(std::string* why) const {
   return dump;
 }
 
+std::optional<std::string> Host::recorded_glibc_release() const {
+  if (is_live_root()) return std::nullopt;
+  std::optional<std::string> v = read_file(kGlibcReleaseFile, 64);
+  if (!v) return std::nullopt;
+  while (!v->empty() && (v->back() == '\n' || v->back() == ' ')) v->pop_back();
+  return v;
+}
+
 }  // namespace mld::host

@@ -71,6 +71,9 @@ struct CpuidDump {
 // The file of an analysed tree that holds the CPUID dump: written by
 // `mldoctor snapshot`, present in CPU fixtures.
 inline constexpr std::string_view kCpuidFile = "/.mldoctor/cpuid";
+// The file of an analysed tree that holds the C library's release ("2.36"):
+// written by `mldoctor snapshot`, whose tree has no libc.so.6 to read it from.
+inline constexpr std::string_view kGlibcReleaseFile = "/.mldoctor/glibc";
 
 // Parses `cpuid -r` text: "CPU n:" sections of "0xLEAF 0xSUB: eax=0x..
 // ebx=0x.. ecx=0x.. edx=0x.." lines (other lines are skipped). Keeps the
@@ -168,6 +171,10 @@ class Host {
   // with *why set when there is none (not x86, a tree without a dump, a
   // malformed dump).
   std::optional<CpuidDump> cpuid(std::string* why) const;
+  // The C library's release a tree records at kGlibcReleaseFile (a
+  // snapshot); nullopt on the live machine, which has its libc.so.6 to read,
+  // and in trees without one.
+  std::optional<std::string> recorded_glibc_release() const;
 
  private:
   FileStat stat_unlogged(std::string_view path) const;

@@ -345,7 +345,8 @@ class Loader {
 std::optional<u64> find_in_source(const ByteSource& src, elf::FileRange range,
                                   std::string_view needle);
 
-// The glibc release of the C library under `host`, read from the version
+// The glibc release of the C library under `host`: the one the tree records
+// (Host::recorded_glibc_release, a snapshot), else read from the version
 // banner inside libc.so.6 in the given system directories.
 std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
                                                  const std::vector<std::string>& system_dirs);

@@ -46,6 +46,9 @@ std::optional<u64> find_in_source(const ByteSource& src, elf::FileRange range,
 
 std::optional<GlibcVersion> detect_glibc_version(const host::Host& host,
                                                  const std::vector<std::string>& system_dirs) {
+  // A snapshot records the release of the machine it was taken on.
+  if (std::optional<std::string> recorded = host.recorded_glibc_release())
+    if (std::optional<GlibcVersion> g = parse_glibc_version(*recorded)) return g;
   for (const std::string& dir : system_dirs) {
     std::string path = host::join_path(dir, "libc.so.6");
     if (host.stat(path).kind != host::FileKind::Regular) continue;

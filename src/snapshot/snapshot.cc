@@ -273,14 +273,6 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
   return w;
 }
 
-std::optional<std::string> snapshot_fact(const host::Host& host, const std::string& name) {
-  if (host.is_live_root()) return std::nullopt;
-  std::optional<std::string> v = host.read_file("/.mldoctor/" + name, 4096);
-  if (!v) return std::nullopt;
-  while (!v->empty() && (v->back() == '\n' || v->back() == ' ')) v->pop_back();
-  return v;
-}
-
 host::Host host_at_root(const std::string& root,
                         const std::map<std::string, std::string>& fallback) {
   host::Host probe(root, {});

@@ -42,9 +42,6 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
                        const std::map<std::string, std::string>& facts,
                        const std::string& out_path);
 
-// A fact of a snapshot tree (/.mldoctor/<name>), nullopt elsewhere.
-std::optional<std::string> snapshot_fact(const host::Host& host, const std::string& name);
-
 // A Host for an analysed tree: its own recorded environment when it is a
 // snapshot (the file above), else `fallback` (the caller's environment).
 host::Host host_at_root(const std::string& root,

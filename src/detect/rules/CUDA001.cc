@@ -14,9 +14,9 @@ namespace {
 // libcudart.so.12 -> {"libcudart", "12"}; nullopt for names without a major.
 std::optional<std::pair<std::string, std::string>> cuda_family(std::string_view soname) {
   static constexpr std::string_view kFamilies[] = {
-      "libcudart", "libcublas", "libcublasLt", "libcudnn",     "libcufft", "libcurand",
-      "libcusparse", "libcusolver", "libnccl", "libnvrtc", "libnvJitLink", "libcupti",
-      "libnvToolsExt"};
+      "libcudart",    "libcublas",   "libcublasLt",  "libcudnn", "libcufft",
+      "libcurand",    "libcusparse", "libcusolver",  "libnccl",  "libnvrtc",
+      "libnvJitLink", "libcupti",    "libnvToolsExt"};
   const size_t so = soname.find(".so.");
   if (so == std::string_view::npos) return std::nullopt;
   const std::string_view base = soname.substr(0, so);
@@ -38,7 +38,8 @@ MLD_DETECTOR(CUDA001) {
     for (size_t i = 0; i < p.objects.size(); i++) {
       const loader::Object& o = p.objects[i];
       if (o.faked || o.removed || !o.elf) continue;
-      if (auto fam = cuda_family(loader::object_soname(o))) seen[fam->first].emplace(fam->second, i);
+      if (auto fam = cuda_family(loader::object_soname(o)))
+        seen[fam->first].emplace(fam->second, i);
     }
     for (const auto& [family, majors] : seen) {
       if (majors.size() < 2) continue;

@@ -66,18 +66,17 @@ MLD_DETECTOR(MKL001) {
     } else {
       d.message =
           "libmkl_rt is loaded before " + file_name(gnu_after->path) + " (" +
-          std::string(importer(gnu_after->how)) +
-          "): MKL picks its INTEL layer (libiomp5)" +
+          std::string(importer(gnu_after->how)) + "): MKL picks its INTEL layer (libiomp5)" +
           (mkl.mkl_service
                ? ", and mkl-service exports MKL_THREADING_LAYER=INTEL to child processes, which "
                  "exit with \"MKL_THREADING_LAYER=INTEL is incompatible with " +
                      file_name(gnu_after->path) + "\" if they import it first"
                : std::string(", beside GNU OpenMP: two thread pools in one process"));
     }
-    d.evidence.push_back({"MKL_THREADING_LAYER " + (mkl.threading_layer
-                                                        ? "= " + *mkl.threading_layer
-                                                        : std::string("is unset")),
-                          "", std::nullopt});
+    d.evidence.push_back(
+        {"MKL_THREADING_LAYER " +
+             (mkl.threading_layer ? "= " + *mkl.threading_layer : std::string("is unset")),
+         "", std::nullopt});
     d.evidence.push_back(
         {file_name(mkl.path) + " => " + mkl.path + ", " + mkl.how, "", std::nullopt});
     const detect::OpenMpRuntime* g = gnu_before ? gnu_before : gnu_after;
