@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "findings/findings.h"
+#include "gpu/gpu.h"
 #include "hostfacts/hostfacts.h"
 #include "loader/loader.h"
 #include "rules/rules.h"
@@ -142,6 +143,7 @@ struct StaticTlsFailure {
 // whose facts are absent reports nothing.
 struct Facts {
   const hostfacts::Facts* host = nullptr;
+  const gpu::GpuFacts* gpu = nullptr;  // GPUs, HCAs, interfaces, PCI topology, NCCL's variables
   std::vector<SimulatedProcess> simulated;
   std::vector<OpenMpProcess> openmp;
   std::vector<StaticTlsFailure> static_tls;

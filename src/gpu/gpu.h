@@ -13,8 +13,10 @@
 // that are not there, ACS redirecting peer-to-peer traffic through the root
 // complex, and ranks that never bound their own GPU.
 //
-// Findings: GPU001–GPU009 (hardware, CUDA_VISIBLE_DEVICES, rank binding),
-// NCCL001–NCCL009 (NCCL variables); rules/<id>.toml explains each.
+// collect() also reads the variables the GPU and NCCL rules judge (GpuEnv);
+// their detectors (src/detect/rules/GPU00*.cc, NCCL00*.cc) read only these
+// facts, with the models of CUDA and NCCL below (cuda_visibility, the NCCL
+// list and number parsers).
 //
 // NVLink (nvidia-smi's NV#) is not visible in sysfs: the matrix shows the PCIe
 // path only, and says so.
@@ -27,7 +29,6 @@
 #include <string_view>
 #include <vector>
 
-#include "findings/findings.h"
 #include "host/host.h"
 
 namespace mld::gpu {
@@ -141,6 +142,16 @@ struct AcsBlock {
   std::string a, b;  // the two devices ("0000:1a:00.0", "mlx5_0")
 };
 
+// The variables the GPU and NCCL rules read, as the process would see them
+// (nullopt: unset). Not in to_json: check's report lists the environment
+// with the host's facts.
+struct GpuEnv {
+  std::optional<std::string> cuda_visible_devices;
+  std::optional<std::string> local_world_size, local_rank;
+  std::optional<std::string> nccl_socket_ifname, nccl_ib_hca, nccl_ib_disable;
+  std::optional<std::string> nccl_p2p_disable, nccl_shm_disable, nccl_p2p_level, nccl_debug;
+};
+
 struct GpuFacts {
   bool pci_readable = false;              // /sys/bus/pci/devices could be listed
   std::vector<Gpu> gpus;                  // by PCI address
@@ -149,6 +160,7 @@ struct GpuFacts {
   std::map<std::string, Bridge> bridges;  // every bridge on a GPU's or HCA's path
   Iommu iommu;
   std::optional<std::string> driver_version;  // "535.104.05" from /proc/driver/nvidia/version
+  bool driver_loaded = false;  // /proc/driver/nvidia can be listed: the nvidia module is loaded
   // level(i, j) between gpus[i] and gpus[j] (the diagonal is unused), and
   // between gpus[i] and hcas[k].
   std::vector<std::vector<Level>> gpu_matrix;
@@ -157,9 +169,28 @@ struct GpuFacts {
   // Bridges between two devices whose ACS state could not be read (config
   // space beyond 64 bytes needs root).
   std::vector<std::string> acs_unreadable;
+  GpuEnv env;
 };
 
 GpuFacts collect(const host::Host& host);
+
+// What CUDA makes of CUDA_VISIBLE_DEVICES on these GPUs (environment.cc): it
+// reads the entries in order and stops at the first it cannot use, keeping
+// those before it; a repeated entry hides every GPU. A UUID is checked only
+// when the driver reported the GPUs' UUIDs; MIG entries are taken as they are.
+struct CudaVisibility {
+  enum class Stop {
+    None,         // every entry is used (or the variable is unset)
+    Duplicate,    // `entry` is listed twice: no GPU is visible
+    UnknownUuid,  // `entry` is a UUID no GPU here has
+    IndexBeyond,  // `entry` is an index beyond the GPUs present
+  };
+  Stop stop = Stop::None;
+  std::string entry;
+  std::vector<std::string> before;  // the entries before `entry`, which stay visible
+  size_t visible = 0;               // how many GPUs a process sees
+};
+CudaVisibility cuda_visibility(const GpuFacts& facts);
 
 // The level between two located devices (topology.cc).
 Level pci_level(const PciLocation& a, const PciLocation& b);
@@ -202,11 +233,20 @@ std::optional<NcclInt> parse_nccl_int(std::string_view text);
 // integer; false for anything NCCL ignores (nvidia-smi's "NODE" included).
 bool valid_p2p_level(std::string_view text);
 
-// Findings ////////////////////////////////////////////////////////////////////
-
-// Hardware findings (ACS, IOMMU, driver) and the environment checked against
-// the host: CUDA_VISIBLE_DEVICES, NCCL_*, LOCAL_WORLD_SIZE, rank binding.
-void emit_findings(const GpuFacts& facts, const host::Host& host, FindingSink& sink);
+// What NCCL's socket transport makes of an NCCL_SOCKET_IFNAME list on these
+// interfaces (ncclFindInterfaces): it keeps the listed interfaces that are
+// running.
+struct NcclSocketChoice {
+  std::vector<std::string> kept_up;    // kept and running
+  std::vector<std::string> kept_down;  // kept but not running: "eth1 (down)"
+  std::vector<std::string> up;         // every running interface
+  bool only_loopback = true;           // kept_up holds loopback interfaces only
+  // What NCCL picks without the variable: running ib* first, then any
+  // running interface but docker*, loopback and virbr*.
+  std::vector<std::string> candidates;
+};
+NcclSocketChoice nccl_socket_choice(const std::vector<NetInterface>& interfaces,
+                                    const NcclIfList& list);
 
 void to_json(nlohmann::json& j, const GpuFacts& facts);
 

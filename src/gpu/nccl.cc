@@ -1,4 +1,5 @@
-// nccl.cc — NCCL's variables checked against this host. The list syntax of
+// nccl.cc — how NCCL reads its variables, for the NCCL rules' detectors
+// (src/detect/rules/NCCL00*.cc). The list syntax of
 // NCCL_SOCKET_IFNAME and NCCL_IB_HCA is modelled on NCCL's own code
 // (src/misc/utils.cc parseStringList/matchIfList, src/misc/socket.cc
 // ncclFindInterfaces, src/transport/net_ib.cc): '^' then '=' at the start of
@@ -10,7 +11,7 @@
 #include <cctype>
 #include <climits>
 
-#include "gpu/gpu-internal.h"
+#include "gpu/gpu.h"
 
 namespace mld::gpu {
 namespace {
@@ -31,200 +32,6 @@ int c_atoi(std::string_view s) {
 }
 
 bool is_loopback(const NetInterface& n) { return n.name == "lo" || (n.flags && (*n.flags & 0x8)); }
-
-void check_socket_ifname(const GpuFacts& facts, const host::Host& host, FindingSink& sink) {
-  std::optional<std::string> v = host.getenv("NCCL_SOCKET_IFNAME");
-  if (!v || v->empty()) return;
-  const std::string var = "NCCL_SOCKET_IFNAME=" + *v;
-  if (v->size() == 1) {
-    Finding f =
-        make("NCCL003", Severity::Warning, "NCCL_SOCKET_IFNAME",
-             var +
-                 " is ignored: NCCL reads the variable only when it is longer than one character, "
-                 "and then picks an interface itself (ib* first, then any but docker*, lo, virbr*)",
-             "Write the full interface name or a longer prefix, e.g. NCCL_SOCKET_IFNAME=eth0.");
-    f.evidence.push_back({"src/misc/socket.cc: if (env && strlen(env) > 1)", "", std::nullopt});
-    sink.add(std::move(f));
-    return;
-  }
-  if (facts.interfaces.empty()) return;  // /sys/class/net unreadable: nothing to compare with
-  NcclIfList list = parse_nccl_if_list(*v, 16);
-  std::vector<std::string> kept_up, kept_down, up;
-  bool only_loopback = true;
-  for (const NetInterface& n : facts.interfaces) {
-    if (n.running) up.push_back(n.name);
-    if (!nccl_if_list_keeps(list, n.name)) continue;
-    if (n.running) {
-      kept_up.push_back(n.name);
-      if (!is_loopback(n)) only_loopback = false;
-    } else {
-      kept_down.push_back(n.name + " (" + (n.operstate.empty() ? "not running" : n.operstate) +
-                          ")");
-    }
-  }
-  // What NCCL would pick by itself: ib* first, then anything but docker/lo/virbr.
-  std::vector<std::string> candidates;
-  for (const NetInterface& n : facts.interfaces)
-    if (n.running && n.name.starts_with("ib")) candidates.push_back(n.name);
-  for (const NetInterface& n : facts.interfaces)
-    if (n.running && !n.name.starts_with("ib") && !is_loopback(n) &&
-        !n.name.starts_with("docker") && !n.name.starts_with("virbr"))
-      candidates.push_back(n.name);
-  Evidence seen{"interfaces up: " + (up.empty() ? std::string("none") : join(up)), "/sys/class/net",
-                std::nullopt};
-  if (kept_up.empty()) {
-    std::string msg = var + " matches no interface that is up";
-    if (!kept_down.empty()) msg += " (it matches " + join(kept_down) + ")";
-    msg +=
-        ": NCCL stops with \"Bootstrap : no socket interface found\" or the ranks hang at the "
-        "first collective";
-    std::string fix = "Name an interface that is up and reaches the other nodes";
-    if (!candidates.empty()) fix += " (here: " + join(candidates) + ")";
-    fix +=
-        ", or unset NCCL_SOCKET_IFNAME and let NCCL choose (ib* first, then any but docker*, lo, "
-        "virbr*). "
-        "Run with NCCL_DEBUG=INFO to see \"NET/Socket : Using ...\".";
-    Finding f = make("NCCL001", Severity::Error, "NCCL_SOCKET_IFNAME", msg, fix);
-    f.evidence.push_back(seen);
-    if (!candidates.empty())
-      f.env_fix.push_back("NCCL_SOCKET_IFNAME=" + candidates.front());
-    else
-      f.env_fix.push_back("-NCCL_SOCKET_IFNAME");
-    sink.add(std::move(f));
-  } else if (only_loopback) {
-    Finding f =
-        make("NCCL002", Severity::Warning, "NCCL_SOCKET_IFNAME",
-             var + " keeps only the loopback interface " + join(kept_up) +
-                 ": ranks on other nodes cannot connect (a single-node job still works)",
-             "Name the interface that carries the nodes' network" +
-                 (candidates.empty() ? std::string() : " (here: " + join(candidates) + ")") + ".");
-    f.evidence.push_back(seen);
-    if (!candidates.empty()) f.env_fix.push_back("NCCL_SOCKET_IFNAME=" + candidates.front());
-    sink.add(std::move(f));
-  }
-}
-
-void check_ib_hca(const GpuFacts& facts, const host::Host& host, FindingSink& sink) {
-  std::optional<std::string> v = host.getenv("NCCL_IB_HCA");
-  if (!v || v->empty()) return;
-  if (std::optional<std::string> d = host.getenv("NCCL_IB_DISABLE"))
-    if (auto n = parse_nccl_int(*d); n && n->value != 0) return;  // IB is off anyway
-  const std::string var = "NCCL_IB_HCA=" + *v;
-  std::vector<std::string> names;
-  for (const Hca& h : facts.hcas) names.push_back(h.name);
-  if (facts.hcas.empty()) {
-    sink.add(make(
-        "NCCL004", Severity::Warning, "NCCL_IB_HCA",
-        var +
-            " but /sys/class/infiniband lists no device: NCCL finds no IB device and falls back to "
-            "TCP sockets (\"NET/IB : No device found\")",
-        "Load the HCA's driver (mlx5_core, mlx5_ib) or, on a node without InfiniBand/RoCE, unset "
-        "NCCL_IB_HCA."));
-    return;
-  }
-  NcclIfList list = parse_nccl_if_list(*v, 32);
-  std::vector<std::string> active, inactive, all_ports;
-  for (const Hca& h : facts.hcas) {
-    std::vector<IbPort> ports = h.ports;
-    if (ports.empty()) ports.push_back({1, "", ""});
-    for (const IbPort& p : ports) {
-      std::string name = h.name + ":" + std::to_string(p.number);
-      all_ports.push_back(name + (p.state.empty() ? "" : " " + p.state));
-      if (!nccl_if_list_keeps(list, h.name, static_cast<int>(p.number))) continue;
-      if (p.state.find("ACTIVE") != std::string::npos)
-        active.push_back(name);
-      else
-        inactive.push_back(name + " (" + (p.state.empty() ? "state unknown" : p.state) + ")");
-    }
-  }
-  if (!active.empty()) return;
-  std::string msg = var + " keeps no active InfiniBand port";
-  if (!inactive.empty()) msg += " (it matches " + join(inactive) + ")";
-  msg += "; this host has " + join(names) + ": NCCL falls back to TCP sockets or fails to connect";
-  Finding f = make(
-      "NCCL004", Severity::Error, "NCCL_IB_HCA", msg,
-      "List HCAs that exist and are ACTIVE (`ibv_devinfo`, /sys/class/infiniband/*/ports/*/state), "
-      "e.g. NCCL_IB_HCA=" +
-          (names.empty() ? std::string("mlx5_0") : "=" + join(names, ",")) +
-          "; '=' asks for exact names (mlx5_1 alone also matches mlx5_10).");
-  f.evidence.push_back({"ports: " + join(all_ports), "/sys/class/infiniband", std::nullopt});
-  sink.add(std::move(f));
-}
-
-void check_numeric(const GpuFacts& facts, const host::Host& host, FindingSink& sink) {
-  size_t gpus = facts.gpus.size();
-  std::optional<i64> p2p_disable, shm_disable, ib_disable;
-  for (const char* name : {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE"}) {
-    std::optional<std::string> v = host.getenv(name);
-    if (!v || v->empty()) continue;
-    std::optional<NcclInt> n = parse_nccl_int(*v);
-    if (!n) continue;
-    if (!n->whole) {
-      std::string lower;
-      for (char c : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      bool truthy = lower == "true" || lower == "yes" || lower == "on" || lower == "y";
-      Finding f =
-          make("NCCL008", Severity::Warning, name,
-               std::string(name) + "=" + *v + " is read by NCCL as " + std::to_string(n->value) +
-                   " (strtoll stops at the first character that is not a digit)" +
-                   (n->value == 0 ? ": the transport stays enabled" : ""),
-               "Write 1 to disable, 0 (or nothing) to keep it.");
-      f.env_fix.push_back(std::string(name) + "=" + (truthy ? "1" : std::to_string(n->value)));
-      sink.add(std::move(f));
-    }
-    if (std::string_view(name) == "NCCL_P2P_DISABLE") p2p_disable = n->value;
-    if (std::string_view(name) == "NCCL_SHM_DISABLE") shm_disable = n->value;
-    if (std::string_view(name) == "NCCL_IB_DISABLE") ib_disable = n->value;
-  }
-  if (ib_disable.value_or(0) != 0 && !facts.hcas.empty()) {
-    std::vector<std::string> names;
-    for (const Hca& h : facts.hcas) names.push_back(h.name);
-    Finding f =
-        make("NCCL005", Severity::Info, "NCCL_IB_DISABLE",
-             "NCCL_IB_DISABLE=" + *host.getenv("NCCL_IB_DISABLE") + " while " + join(names) +
-                 " are present: NCCL talks between nodes over TCP sockets, not InfiniBand/RoCE",
-             "Unset NCCL_IB_DISABLE unless IB is broken on purpose (then expect lower bandwidth).");
-    f.env_fix.push_back("-NCCL_IB_DISABLE");
-    sink.add(std::move(f));
-  }
-  bool p2p_off = p2p_disable.value_or(0) != 0, shm_off = shm_disable.value_or(0) != 0;
-  if ((p2p_off || shm_off) && gpus >= 2) {
-    std::string what = p2p_off && shm_off ? "NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are both set"
-                       : p2p_off          ? "NCCL_P2P_DISABLE=" + *host.getenv("NCCL_P2P_DISABLE")
-                                          : "NCCL_SHM_DISABLE=" + *host.getenv("NCCL_SHM_DISABLE");
-    std::string effect =
-        p2p_off && shm_off ? ": the " + std::to_string(gpus) +
-                                 " GPUs of this node exchange data through the network transport"
-        : p2p_off
-            ? ": the " + std::to_string(gpus) +
-                  " GPUs of this node exchange data through host shared memory, not PCIe/NVLink "
-                  "peer-to-peer"
-            : ": GPUs without peer-to-peer access exchange data through the network transport";
-    if (p2p_off && !facts.acs_blocks.empty())
-      effect += " (the usual workaround for the ACS redirection at " +
-                facts.acs_blocks.front().bridge + ")";
-    Finding f = make(
-        "NCCL007", p2p_off && shm_off ? Severity::Warning : Severity::Info,
-        p2p_off ? "NCCL_P2P_DISABLE" : "NCCL_SHM_DISABLE", what + effect,
-        "Unset the variable once the cause it works around (ACS, IOMMU, a driver bug) is fixed.");
-    sink.add(std::move(f));
-  }
-  if (std::optional<std::string> level = host.getenv("NCCL_P2P_LEVEL");
-      level && !valid_p2p_level(*level)) {
-    std::string upper;
-    for (char c : *level) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::string suggestion = upper == "NODE" ? "PHB" : valid_p2p_level(upper) ? upper : "";
-    Finding f = make("NCCL006", Severity::Warning, "NCCL_P2P_LEVEL",
-                     "NCCL_P2P_LEVEL=" + *level +
-                         " is not a level NCCL knows (LOC, NVL, PIX, PXB, PHB, SYS or a number; "
-                         "names are case-sensitive): NCCL ignores it and uses its default" +
-                         (upper == "NODE" ? "; nvidia-smi's NODE is NCCL's PHB" : ""),
-                     suggestion.empty() ? "Use one of LOC, NVL, PIX, PXB, PHB, SYS, or unset it."
-                                        : "Write NCCL_P2P_LEVEL=" + suggestion + ".");
-    f.env_fix.push_back(suggestion.empty() ? "-NCCL_P2P_LEVEL" : "NCCL_P2P_LEVEL=" + suggestion);
-    sink.add(std::move(f));
-  }
-}
 
 }  // namespace
 
@@ -329,21 +136,27 @@ bool valid_p2p_level(std::string_view s) {
   return !s.empty() && s[0] >= '0' && s[0] <= '9';
 }
 
-void emit_nccl_findings(const GpuFacts& facts, const host::Host& host, FindingSink& sink) {
-  check_socket_ifname(facts, host, sink);
-  check_ib_hca(facts, host, sink);
-  check_numeric(facts, host, sink);
-  if (!host.getenv("NCCL_DEBUG") && (facts.gpus.size() >= 2 || !facts.hcas.empty())) {
-    Finding f = make("NCCL009", Severity::Info, "NCCL_DEBUG",
-                     "NCCL_DEBUG is not set: if the job hangs at its first collective, NCCL says "
-                     "nothing about the "
-                     "interfaces, HCAs and transports it picked",
-                     "For a hang, run once with NCCL_DEBUG=INFO "
-                     "(NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log keeps one file per "
-                     "process): the lines \"NET/Socket : Using\", \"NET/IB\" and \"Channel\" show "
-                     "what NCCL chose.");
-    sink.add(std::move(f));
+NcclSocketChoice nccl_socket_choice(const std::vector<NetInterface>& interfaces,
+                                    const NcclIfList& list) {
+  NcclSocketChoice c;
+  for (const NetInterface& n : interfaces) {
+    if (n.running) c.up.push_back(n.name);
+    if (!nccl_if_list_keeps(list, n.name)) continue;
+    if (n.running) {
+      c.kept_up.push_back(n.name);
+      if (!is_loopback(n)) c.only_loopback = false;
+    } else {
+      c.kept_down.push_back(n.name + " (" + (n.operstate.empty() ? "not running" : n.operstate) +
+                            ")");
+    }
   }
+  for (const NetInterface& n : interfaces)
+    if (n.running && n.name.starts_with("ib")) c.candidates.push_back(n.name);
+  for (const NetInterface& n : interfaces)
+    if (n.running && !n.name.starts_with("ib") && !is_loopback(n) &&
+        !n.name.starts_with("docker") && !n.name.starts_with("virbr"))
+      c.candidates.push_back(n.name);
+  return c;
 }
 
 }  // namespace mld::gpu

@@ -8,7 +8,7 @@
 #include <cctype>
 #include <set>
 
-#include "gpu/gpu.h"
+#include "gpu/gpu-internal.h"
 
 namespace mld::gpu {
 namespace {
@@ -341,6 +341,8 @@ GpuFacts collect(const host::Host& host) {
       f.driver_version = std::string(rest.substr(0, rest.find(' ')));
     }
   }
+  f.driver_loaded = host.list_dir("/proc/driver/nvidia").has_value();
+  f.env = read_gpu_env(host);
 
   for (const Gpu& g : f.gpus)
     for (const std::string& b : g.pci.bridges) read_bridge(host, f, b);

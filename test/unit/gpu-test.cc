@@ -1,4 +1,5 @@
-// gpu-test.cc — gpu::collect and gpu::emit_findings on the fixture trees of
+// gpu-test.cc — gpu::collect and the GPU/NCCL detectors (GPU001–GPU009,
+// NCCL001–NCCL009) over its facts, on the fixture trees of
 // test/fixtures/hosts/gpu-* (built by make-gpu-hosts.py; every number asserted
 // here is written there), and the NCCL list and PCI config parsers.
 #include "gpu/gpu.h"
@@ -12,6 +13,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "detect/detect.h"
 
 using namespace mld;
 using namespace mld::gpu;
@@ -31,15 +34,16 @@ host::Host fixture(const std::string& name, Env env = {}) {
   return host::Host(root, std::move(env));
 }
 
-std::vector<Finding> findings_of(const GpuFacts& f, const host::Host& h) {
-  FindingList list;
-  emit_findings(f, h, list);
-  return list.findings;
+// The findings of the GPU and NCCL rules on facts gathered before: detection
+// reads only `f` (its environment included), never the machine.
+std::vector<Finding> findings_of(const GpuFacts& f) {
+  detect::Facts facts;
+  facts.gpu = &f;
+  return detect::findings(detect::run_detectors(facts), rules::RuleSet());
 }
 
 std::vector<Finding> findings(const std::string& tree, Env env) {
-  host::Host h = fixture(tree, std::move(env));
-  return findings_of(collect(h), h);
+  return findings_of(collect(fixture(tree, std::move(env))));
 }
 
 const Finding* find(const std::vector<Finding>& v, std::string_view rule) {
@@ -234,7 +238,7 @@ TEST(GpuAcs, RedirectOnOneDownstreamPort) {
   EXPECT_EQ(f.acs_blocks[0].a, "0000:1a:00.0");
   EXPECT_EQ(f.acs_blocks[0].b, "0000:1b:00.0");
   EXPECT_FALSE(f.iommu.passthrough);
-  std::vector<Finding> v = findings_of(f, h);
+  std::vector<Finding> v = findings_of(f);
   EXPECT_EQ(rules_of(v), (std::vector<std::string>{"GPU001", "GPU003", "GPU007"}));
   const Finding& acs = v[0];
   EXPECT_EQ(acs.severity, Severity::Warning);
@@ -250,7 +254,7 @@ TEST(GpuAcs, RedirectOnOneDownstreamPort) {
   EXPECT_TRUE(has(topology_matrix_text(f), "0000:19:01.0: SrcValid+"));
   // NCCL_P2P_DISABLE=1 as the workaround: NCCL007 says what it works around.
   h.setenv("NCCL_P2P_DISABLE", "1");
-  std::vector<Finding> with_p2p = findings_of(f, h);
+  std::vector<Finding> with_p2p = findings_of(collect(h));
   const Finding* p2p = find(with_p2p, "NCCL007");
   ASSERT_TRUE(p2p);
   EXPECT_EQ(p2p->severity, Severity::Info);
@@ -294,8 +298,8 @@ TEST(GpuAcs, UnreadableWithoutRoot) {
             f.acs_unreadable.end())
           f.acs_unreadable.push_back(p);
   EXPECT_EQ(f.acs_unreadable.size(), 10u);  // 8 GPU downstream ports + b0:02.0 + b3:00.0
-  host::Host h = fixture("gpu-8x-two-socket", {{"NCCL_DEBUG", "INFO"}});
-  std::vector<Finding> v = findings_of(f, h);
+  f.env.nccl_debug = "INFO";
+  std::vector<Finding> v = findings_of(f);
   const Finding* g = find(v, "GPU002");
   ASSERT_TRUE(g);
   EXPECT_TRUE(has(g->message, "10 PCIe port(s)")) << g->message;
@@ -491,6 +495,29 @@ TEST(CudaVisibleDevices, AgainstTheGpusPresent) {
   EXPECT_TRUE(run("2").empty());
 }
 
+TEST(GpuFindings, DetectionReadsOnlyTheFacts) {
+  // Facts gathered with no variable set, then changed: the detectors see the
+  // change, not the machine.
+  GpuFacts f = collect(fixture("gpu-visible-devices-bad"));
+  EXPECT_TRUE(f.driver_loaded);
+  f.env.nccl_debug = "INFO";
+  f.env.cuda_visible_devices = "9";
+  std::vector<Finding> v = findings_of(f);
+  ASSERT_EQ(rules_of(v), (std::vector<std::string>{"GPU004"}));
+  EXPECT_EQ(v[0].severity, Severity::Error);
+  // No nvidia kernel module.
+  f.env.cuda_visible_devices.reset();
+  f.driver_version.reset();
+  f.driver_loaded = false;
+  v = findings_of(f);
+  const Finding* d = find(v, "GPU009");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->severity, Severity::Warning);
+  EXPECT_EQ(d->message,
+            "4 NVIDIA GPU(s) (0000:03:00.0, ...) but no /proc/driver/nvidia: the nvidia kernel "
+            "module is not loaded, CUDA sees no device");
+}
+
 TEST(GpuDiscovery, TreesWithoutGpus) {
   // An existing fixture with no /sys/bus/pci at all.
   host::Host h = fixture("small-shm");
@@ -502,7 +529,9 @@ TEST(GpuDiscovery, TreesWithoutGpus) {
   EXPECT_TRUE(has(topology_matrix_text(f), "not readable"));
   h.setenv("CUDA_VISIBLE_DEVICES", "0,1");
   h.setenv("NCCL_SOCKET_IFNAME", "eth0");
-  EXPECT_TRUE(findings_of(f, h).empty());
+  f = collect(h);
+  EXPECT_EQ(f.env.cuda_visible_devices, "0,1");
+  EXPECT_TRUE(findings_of(f).empty());
   // An empty directory as the root.
   char tmpl[] = "/tmp/mld-gpu-XXXXXX";
   ASSERT_TRUE(mkdtemp(tmpl));
