@@ -280,12 +280,12 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
 
   FindingList list;
   hostfacts::emit_findings(r.facts, list);
-  for (const Finding& f : r.jit.findings) list.add(f);
   gpu::emit_findings(r.gpu, host, list);
   find_native_hazards(r, host, list);
   find_thread_hazards(r, list);
   detect::Facts facts;
   facts.host = &r.facts;
+  facts.jit = &r.jit;
   gather_native_facts(r, host, facts);
   for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
     list.add(std::move(f));
