@@ -280,10 +280,10 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
 
   FindingList list;
   hostfacts::emit_findings(r.facts, list);
-  for (const Finding& f : r.jit.findings) list.add(f);
   detect::Facts facts;
   facts.host = &r.facts;
   facts.gpu = &r.gpu;
+  facts.jit = &r.jit;
   gather_native_facts(r, host, facts);
   for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
     list.add(std::move(f));

@@ -1,12 +1,16 @@
 // jit-command.cc — `mldoctor jit [--path DIR...] [--fix [--dry-run]]`: the
-// extension build caches, their locks and the toolchain, with the findings;
-// --fix removes stale locks and prints every action (kept locks say why).
+// extension build caches, their locks and the toolchain, with the findings
+// of the JIT rules' detectors over them; --fix removes stale locks and
+// stale build outputs, deciding from the scan's facts, and prints every
+// action (kept locks say why).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "detect/detect.h"
 #include "hostfacts/hostfacts.h"
 #include "jit/jit.h"
 #include "pyenv/pyenv.h"
@@ -69,20 +73,29 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   }
   jo.gpu_models = hostfacts::collect_host_facts(host).gpus;
   jit::JitReport r = jit::scan(host, jo);
-  rules::RuleSet rule_set = rules::RuleSet::builtin();
-  for (Finding& f : r.findings) rules::complete_from_rule(f, rule_set);
+  detect::Facts facts;
+  facts.jit = &r;
+  std::vector<Finding> findings =
+      detect::findings(detect::run_detectors(facts), rules::RuleSet::builtin());
+  // The locks' findings in the order of their build directories, then the
+  // others (the builds, the toolchain) in rule order.
+  auto order = [&](const Finding& f) {
+    return jit::lock_index(r, f.subject).value_or(r.extensions.size());
+  };
+  std::stable_sort(findings.begin(), findings.end(),
+                   [&](const Finding& a, const Finding& b) { return order(a) < order(b); });
   std::vector<jit::FixAction> actions;
   if (opts.fix) actions = jit::fix(host, r, opts.dry_run);
   std::vector<const Finding*> all;
-  for (const Finding& f : r.findings) all.push_back(&f);
+  for (const Finding& f : findings) all.push_back(&f);
   std::FILE* out = stdout;
 
   if (common.format == OutputFormat::Json) {
-    json roots = json::array(), exts = json::array(), findings = json::array(),
+    json roots = json::array(), exts = json::array(), findings_json = json::array(),
          acts = json::array();
     for (const jit::BuildRoot& b : r.roots) roots.push_back({{"path", b.path}, {"kind", b.kind}});
     for (const jit::Extension& e : r.extensions) exts.push_back(extension_json(e));
-    for (const Finding& f : r.findings) findings.push_back(report::finding_json(f));
+    for (const Finding& f : findings) findings_json.push_back(report::finding_json(f));
     for (const jit::FixAction& a : actions)
       acts.push_back(
           {{"action", a.action}, {"path", a.path}, {"done", a.done}, {"reason", a.reason}});
@@ -103,7 +116,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
                 {"extensions", exts},
                 {"toolchain", tc},
                 {"processes_scanned", r.processes_scanned},
-                {"findings", findings},
+                {"findings", findings_json},
                 {"actions", acts}};
     std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {

@@ -19,6 +19,7 @@
 #include "findings/findings.h"
 #include "gpu/gpu.h"
 #include "hostfacts/hostfacts.h"
+#include "jit/jit.h"
 #include "loader/loader.h"
 #include "rules/rules.h"
 
@@ -139,6 +140,55 @@ struct StaticTlsFailure {
   std::optional<Rounding> rounding;
 };
 
+// The thread-count calls one process made into its threading runtimes
+// (OpenMP, MKL, OpenBLAS, numba), in time order, as run's trace saw them.
+struct ThreadCountCall {
+  std::string fn;                          // "omp_set_num_threads"
+  long long value = 0;                     // the argument
+  std::optional<long long> before, after;  // the runtime's count around the call
+  std::string caller;                      // the object the call came from
+  std::string runtime;                     // the object it landed in
+};
+struct ThreadCountCalls {
+  std::string process;  // "pid 12 (python x.py)"
+  std::vector<ThreadCountCall> calls;
+};
+
+// Whether `run` saw inside the command it started: its shims left events
+// of that process, else the reasons the launch knew.
+struct TraceCoverage {
+  long command_pid = 0;
+  bool command_seen = false;
+  std::vector<std::string> not_traced_reasons;
+};
+
+// A job that stopped making progress, as `run`'s watchdog read it from /proc
+// while it hung: each process's threads (where they wait, their native
+// stacks), open files, sockets and file locks.
+struct ThreadSample {
+  long tid = 0;
+  std::string comm;
+  char state = '?';
+  std::string wchan;
+  std::string syscall;             // "futex", "clock_nanosleep", "running", ...
+  std::vector<std::string> stack;  // native frames, innermost first: "futex_wait (libc.so.6)"
+};
+
+struct ProcessSample {
+  long pid = 0;
+  std::string command;  // argv joined
+  std::vector<ThreadSample> threads;
+  std::vector<std::string> open_files;  // paths (regular files, not /dev, /proc)
+  std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
+  std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
+  std::string stacks_error;             // why there are no native stacks
+};
+
+struct HangSample {
+  double idle_seconds = 0;
+  std::vector<ProcessSample> processes;
+};
+
 // Everything detection reads. A command fills what it gathered; a detector
 // whose facts are absent reports nothing.
 struct Facts {
@@ -148,6 +198,14 @@ struct Facts {
   std::vector<OpenMpProcess> openmp;
   std::vector<StaticTlsFailure> static_tls;
   std::optional<ThreadPools> threads;
+  std::vector<ThreadCountCalls> thread_counts;
+  std::optional<TraceCoverage> trace_coverage;
+  // Extension build caches and the toolchain (`jit`, `check`), or only the
+  // locks a hung job may wait on (`run`); jit_error: why they could not be
+  // read (jit is then absent).
+  const jit::JitReport* jit = nullptr;
+  std::optional<std::string> jit_error;
+  const HangSample* hang = nullptr;  // a job that stopped making progress
 };
 
 using Detections = std::vector<Detection>;

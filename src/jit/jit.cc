@@ -1,6 +1,7 @@
 // jit.cc — finds extension build directories and their locks, decides
 // whether a lock is stale, reads the toolchain the next build would use, and
-// removes stale locks on request.
+// removes stale locks on request. It gathers facts; what they mean for the
+// user is the JIT rules' detectors' to say (src/detect/rules/JIT00*.cc).
 //
 // Build roots, as torch.utils.cpp_extension computes them
 // (research/jit-nccl.md §A1): $TORCH_EXTENSIONS_DIR/<name> (no tag level),
@@ -13,8 +14,6 @@
 // FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
 // only poll os.path.exists and hold nothing.
 #include "jit/jit.h"
-
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cctype>
@@ -259,64 +258,6 @@ Toolchain find_toolchain(const host::Host& host) {
   return t;
 }
 
-std::string age_text(std::optional<i64> s) {
-  if (!s) return "of unknown age";
-  if (*s < 120) return std::to_string(*s) + " s old";
-  if (*s < 7200) return std::to_string(*s / 60) + " min old";
-  if (*s < 172800) return std::to_string(*s / 3600) + " h old";
-  return std::to_string(*s / 86400) + " days old";
-}
-
-void lock_findings(const JitReport& r, FindingSink& sink) {
-  for (const Extension& e : r.extensions) {
-    if (!e.lock) continue;
-    const LockState& l = *e.lock;
-    Finding f;
-    f.subject = l.path;
-    f.evidence.push_back(
-        {"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
-    f.evidence.push_back({"lock " + age_text(l.age_seconds) +
-                              (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
-                              (l.symlink ? ", a symbolic link" : ""),
-                          "", std::nullopt});
-    if (!l.holders.empty()) {
-      f.rule = "JIT002";
-      f.severity = Severity::Info;
-      std::string who;
-      for (const LockHolder& h : l.holders)
-        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " (" +
-               h.command + ")";
-      f.message = "extension " + e.name + " is being built: " + who + " holds " + l.path;
-      f.evidence.push_back({"held open by " + who, "", std::nullopt});
-      f.fix = "wait for the build to finish; other processes loading " + e.name +
-              " wait on the lock until then";
-    } else if (l.network_filesystem) {
-      f.rule = "JIT003";
-      f.severity = Severity::Warning;
-      f.message = "lock " + l.path + " is on " + l.filesystem +
-                  ": no process on this node holds it, but a builder on "
-                  "another node may";
-      f.evidence.push_back(
-          {"no local process has it open (" + std::to_string(r.processes_scanned) + " checked)", "",
-           std::nullopt});
-      f.fix =
-          "check the other nodes sharing " + e.root + " for a running build; if none, rm " + l.path;
-    } else {
-      f.rule = "JIT001";
-      f.severity = l.holders_complete ? Severity::Error : Severity::Warning;
-      f.message = "stale lock " + l.path + ": no process holds it, so every load() of " + e.name +
-                  " waits on it forever (torch's FileBaton has no timeout)";
-      f.evidence.push_back(
-          {l.holders_complete
-               ? "no process has it open (" + std::to_string(r.processes_scanned) + " checked)"
-               : "no process visible to this user has it open; others' could not be read",
-           "", std::nullopt});
-      f.fix = "rm " + l.path + "   (or: mldoctor jit --fix)";
-    }
-    sink.add(std::move(f));
-  }
-}
-
 // The tag torch gives this environment's cache directory: py311_cpu, py311_cu121.
 std::optional<std::string> current_tag(const JitOptions& o) {
   if (!o.python_tag) return std::nullopt;
@@ -325,15 +266,6 @@ std::optional<std::string> current_tag(const JitOptions& o) {
   for (char c : *o.torch_cuda)
     if (c != '.') digits += c;
   return *o.python_tag + "_cu" + digits;
-}
-
-std::string demangled(const std::string& name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || !d) return name;
-  std::string out = d;
-  std::free(d);
-  return out;
 }
 
 // Loads each extension module of this environment into the interpreter's
@@ -393,38 +325,6 @@ void check_modules(const host::Host& host, const JitOptions& o, std::vector<Exte
   }
 }
 
-void stale_build_findings(const JitReport& r, FindingSink& sink) {
-  for (const Extension& e : r.extensions) {
-    if (e.missing_symbols.empty() && e.missing_libraries.empty()) continue;
-    Finding f;
-    f.rule = "JIT004";
-    f.severity = Severity::Error;
-    f.subject = *e.module;
-    if (!e.missing_symbols.empty()) {
-      f.message =
-          "stale build of " + e.name + ": " + *e.module + " needs " +
-          std::to_string(e.missing_symbols.size()) + " symbol" +
-          (e.missing_symbols.size() == 1 ? "" : "s") +
-          " the installed torch does not define; importing it fails with \"undefined symbol: " +
-          e.missing_symbols.front() + "\"";
-      for (size_t i = 0; i < e.missing_symbols.size() && i < 3; i++)
-        f.evidence.push_back(
-            {"undefined: " + demangled(e.missing_symbols[i]) + " (" + e.missing_symbols[i] + ")",
-             "", std::nullopt});
-    } else {
-      f.message = "stale build of " + e.name + ": " + *e.module + " needs " +
-                  e.missing_libraries.front() + ", which is not found beside the installed torch";
-    }
-    for (const std::string& lib : e.missing_libraries)
-      f.evidence.push_back({"not found: " + lib, "", std::nullopt});
-    f.evidence.push_back(
-        {"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
-    f.fix =
-        "rebuild it for the installed torch: remove " + e.path + " (the next load() builds again)";
-    sink.add(std::move(f));
-  }
-}
-
 struct ModelArch {
   std::string_view needle;
   std::string_view cc;
@@ -442,101 +342,6 @@ constexpr ModelArch kModelArches[] = {
     {"GTX 10", "6.1"},
 };
 
-bool arch_runs_on(const CudaArch& a, int major, int minor) {
-  // A cubin runs on the same major with an equal or higher minor; PTX is
-  // compiled by the driver for any later GPU.
-  if (a.major == major && a.minor <= minor) return true;
-  return a.ptx && (a.major < major || (a.major == major && a.minor <= minor));
-}
-
-void arch_list_findings(const JitOptions& o, const host::Host& host, FindingSink& sink) {
-  std::optional<std::string> list = host.getenv("TORCH_CUDA_ARCH_LIST");
-  if (!list || list->empty() || o.gpu_models.empty() || !o.torch_cuda) return;
-  std::optional<std::vector<CudaArch>> archs = parse_cuda_arch_list(*list);
-  if (!archs) return;                          // malformed: ENV008 says so
-  std::map<std::string, std::string> missing;  // model -> cc
-  for (const std::string& m : o.gpu_models) {
-    std::optional<std::string> cc = compute_capability(m);
-    if (!cc) continue;
-    const int major = std::atoi(cc->c_str()), minor = std::atoi(cc->c_str() + cc->find('.') + 1);
-    if (std::none_of(archs->begin(), archs->end(),
-                     [&](const CudaArch& a) { return arch_runs_on(a, major, minor); }))
-      missing[m] = *cc;
-  }
-  if (missing.empty()) return;
-  Finding f;
-  f.rule = "JIT008";
-  f.severity = Severity::Error;
-  f.subject = "TORCH_CUDA_ARCH_LIST";
-  std::string gpus;
-  for (const auto& [m, cc] : missing) gpus += (gpus.empty() ? "" : ", ") + m + " (" + cc + ")";
-  f.message =
-      "TORCH_CUDA_ARCH_LIST=\"" + *list + "\" builds extensions for none of the architectures of " +
-      gpus +
-      ": their kernels fail with \"no kernel image is available for execution on the device\"";
-  f.evidence.push_back({"GPU models from /proc/driver/nvidia/gpus", "", std::nullopt});
-  std::string want;
-  for (const auto& [m, cc] : missing)
-    if (want.find(cc) == std::string::npos) want += (want.empty() ? "" : ";") + cc;
-  f.fix = "add the GPUs' architecture: TORCH_CUDA_ARCH_LIST=\"" + *list + ";" + want +
-          "\" (or unset it: torch then builds for the GPUs it sees), and rebuild the extensions";
-  f.env_fix.push_back("TORCH_CUDA_ARCH_LIST=" + *list + ";" + want);
-  sink.add(std::move(f));
-}
-
-void toolchain_findings(const JitReport& r, const JitOptions& o, FindingSink& sink) {
-  const Toolchain& t = r.toolchain;
-  if (o.torch_installed && !t.ninja) {
-    Finding f;
-    f.rule = "JIT005";
-    f.severity = Severity::Warning;
-    f.subject = "ninja";
-    f.message =
-        "ninja is not on PATH: torch.utils.cpp_extension.load() fails with \"Ninja is required to "
-        "load C++ "
-        "extensions\"";
-    f.fix = "install ninja (apt-get install ninja-build, or pip install ninja in this environment)";
-    sink.add(std::move(f));
-  }
-  if (o.torch_cuda && t.cuda_version) {
-    const std::string torch_major = o.torch_cuda->substr(0, o.torch_cuda->find('.'));
-    const std::string nvcc_major = t.cuda_version->substr(0, t.cuda_version->find('.'));
-    if (torch_major != nvcc_major) {
-      Finding f;
-      f.rule = "JIT006";
-      f.severity = Severity::Error;
-      f.subject = t.cuda_home.value_or("CUDA_HOME");
-      f.message = "the CUDA toolkit at " + *t.cuda_home + " is " + *t.cuda_version +
-                  " but torch was built with CUDA " + *o.torch_cuda +
-                  ": building CUDA extensions fails (\"The detected CUDA version (" +
-                  *t.cuda_version + ") mismatches the version that was used to compile PyTorch (" +
-                  *o.torch_cuda + ")\")";
-      f.evidence.push_back(
-          {"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
-      f.fix = "point CUDA_HOME at a CUDA " + torch_major +
-              ".x toolkit, or install the torch build for CUDA " + nvcc_major;
-      sink.add(std::move(f));
-    }
-  }
-  if (t.nvcc && t.nvcc_max_gcc && t.gcc_major && *t.gcc_major > *t.nvcc_max_gcc && o.torch_cuda) {
-    Finding f;
-    f.rule = "JIT007";
-    f.severity = Severity::Error;
-    f.subject = *t.gcc;
-    f.message = "gcc " + std::to_string(*t.gcc_major) + " is newer than nvcc " +
-                t.cuda_version.value_or("") + " accepts (up to " + std::to_string(*t.nvcc_max_gcc) +
-                "): CUDA extension builds stop with "
-                "\"unsupported GNU version!\"";
-    f.evidence.push_back({"gcc on PATH: " + *t.gcc, "", std::nullopt});
-    f.evidence.push_back(
-        {"limit from " + *t.cuda_home + "/include/crt/host_config.h", "", std::nullopt});
-    f.fix = "build with a supported host compiler: export CC=gcc-" +
-            std::to_string(*t.nvcc_max_gcc) + " CXX=g++-" + std::to_string(*t.nvcc_max_gcc) +
-            " (and NVCC_CCBIN to the same), or use a newer CUDA";
-    sink.add(std::move(f));
-  }
-}
-
 }  // namespace
 
 void describe_environment(JitOptions& o, const host::Host& host, const pyenv::Environment& env) {
@@ -548,6 +353,22 @@ void describe_environment(JitOptions& o, const host::Host& host, const pyenv::En
   if (torch)
     for (const pyenv::NativeFile& f : torch->extension_modules)
       if (f.module == "torch._C") o.preload.push_back(f.path);
+}
+
+LockStatus lock_status(const LockState& lock) {
+  if (!lock.holders.empty()) return LockStatus::Held;
+  return lock.network_filesystem ? LockStatus::Network : LockStatus::Stale;
+}
+
+bool arch_runs_on(const CudaArch& a, int major, int minor) {
+  if (a.major == major && a.minor <= minor) return true;
+  return a.ptx && (a.major < major || (a.major == major && a.minor <= minor));
+}
+
+std::optional<size_t> lock_index(const JitReport& report, std::string_view path) {
+  for (size_t i = 0; i < report.extensions.size(); i++)
+    if (report.extensions[i].lock && report.extensions[i].lock->path == path) return i;
+  return std::nullopt;
 }
 
 std::optional<std::string> compute_capability(std::string_view model) {
@@ -602,19 +423,23 @@ std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text)
   return out;
 }
 
-JitReport scan(const host::Host& host, const JitOptions& options) {
+JitReport scan_locks(const host::Host& host, const JitOptions& options) {
   JitReport r;
   r.roots = find_roots(host, options);
   for (const BuildRoot& root : r.roots) scan_root(host, root, r.extensions);
   find_holders(host, r.extensions, &r.processes_scanned);
+  return r;
+}
+
+JitReport scan(const host::Host& host, const JitOptions& options) {
+  JitReport r = scan_locks(host, options);
   check_modules(host, options, r.extensions);
   r.toolchain = find_toolchain(host);
-  FindingList list;
-  lock_findings(r, list);
-  stale_build_findings(r, list);
-  toolchain_findings(r, options, list);
-  arch_list_findings(options, host, list);
-  r.findings = std::move(list.findings);
+  r.torch_installed = options.torch_installed;
+  r.torch_cuda = options.torch_cuda;
+  r.cuda_arch_list = host.getenv("TORCH_CUDA_ARCH_LIST");
+  if (r.cuda_arch_list) r.cuda_archs = parse_cuda_arch_list(*r.cuda_arch_list);
+  for (const std::string& m : options.gpu_models) r.gpus.push_back({m, compute_capability(m)});
   return r;
 }
 
@@ -625,11 +450,12 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
     const LockState& l = *e.lock;
     FixAction a;
     a.path = l.path;
-    if (!l.holders.empty()) {
+    const LockStatus status = lock_status(l);
+    if (status == LockStatus::Held) {
       a.action = "keep";
       a.reason = "held by pid " + std::to_string(l.holders.front().pid) + " (" +
                  l.holders.front().command + "): a build in progress";
-    } else if (l.network_filesystem) {
+    } else if (status == LockStatus::Network) {
       a.action = "keep";
       a.reason = "on " + l.filesystem + ": a builder on another node may hold it";
     } else if (!l.holders_complete) {
@@ -658,10 +484,10 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
     }
     actions.push_back(std::move(a));
   }
-  // Stale builds (JIT004): remove the module and its objects so the next
-  // load() compiles everything again; ninja would otherwise relink the old
-  // objects into the same undefined symbols. Sources and build.ninja stay.
-  // Not while a build of that extension holds its lock.
+  // Stale builds (a module the installed torch cannot satisfy): remove the module and its objects
+  // so the next load() compiles everything again; ninja would otherwise relink the old objects into
+  // the same undefined symbols. Sources and build.ninja stay. Not while a build of that extension
+  // holds its lock.
   for (const Extension& e : report.extensions) {
     if (e.missing_symbols.empty() && e.missing_libraries.empty()) continue;
     if (e.lock && !e.lock->holders.empty()) {

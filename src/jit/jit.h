@@ -11,19 +11,17 @@
 // process has it open" (a scan of /proc/*/fd) separates a build in progress
 // from a stale lock; on NFS/Lustre the builder may be on another node.
 //
-// Findings: JIT001 stale lock, JIT002 lock held by a live build, JIT003 lock
-// on a network filesystem, JIT008 TORCH_CUDA_ARCH_LIST without the GPUs'
-// architecture, JIT004 a built module the installed torch cannot
-// satisfy (stale build), JIT005 ninja missing, JIT006 nvcc's CUDA major
-// differs from torch's, JIT007 gcc newer than nvcc accepts. fix() is the only
-// code that changes anything, through host::Host::remove_file.
+// The scan gathers facts only (the locks with their holders and filesystem,
+// each module's missing symbols, the toolchain, TORCH_CUDA_ARCH_LIST and
+// the GPUs); the JIT rules' detectors (src/detect/rules/JIT00*.cc) decide
+// from them. fix() is the only code that changes anything, through
+// host::Host::remove_file.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "findings/findings.h"
 #include "host/host.h"
 #include "pyenv/pyenv.h"
 
@@ -46,6 +44,12 @@ struct LockState {
   std::string filesystem;  // fstype of the mount holding it, "" if unknown
   bool network_filesystem = false;
 };
+
+// What a lock means, from the facts above: a live process has it open (a
+// build in progress); no local process does but it is on a network
+// filesystem (a builder on another node may); or no process does (stale).
+enum class LockStatus { Held, Network, Stale };
+LockStatus lock_status(const LockState& lock);
 
 struct Extension {
   std::string name;
@@ -102,18 +106,43 @@ struct CudaArch {
 };
 std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text);
 
+// Whether code built for `arch` runs on a GPU of compute capability
+// major.minor: a cubin on the same major with an equal or lower minor, PTX
+// (compiled by the driver) on any later GPU.
+bool arch_runs_on(const CudaArch& arch, int major, int minor);
+
+// A GPU of this machine and the compute capability of its model.
+struct GpuArch {
+  std::string model;                              // from /proc/driver/nvidia/gpus
+  std::optional<std::string> compute_capability;  // nullopt: a model not known here
+};
+
 struct BuildRoot {
   std::string path;
   std::string kind;
 };
 
+// What scan() found: plain facts, no judgement.
 struct JitReport {
   std::vector<BuildRoot> roots;  // the roots that exist
   std::vector<Extension> extensions;
   Toolchain toolchain;
   u32 processes_scanned = 0;
-  std::vector<Finding> findings;
+  // The torch the next build is for (from JitOptions): absent, nothing is
+  // known of it and the toolchain is not compared with it.
+  bool torch_installed = false;
+  std::optional<std::string> torch_cuda;  // torch.version.cuda; nullopt: CPU build
+  // TORCH_CUDA_ARCH_LIST as set (nullopt: unset), the architectures torch
+  // reads from it (nullopt: malformed, ENV008's case), and the GPUs.
+  std::optional<std::string> cuda_arch_list;
+  std::optional<std::vector<CudaArch>> cuda_archs;
+  std::vector<GpuArch> gpus;
 };
+
+// Where the lock at `path` is among report.extensions (the order the scan
+// found the build directories in); nullopt when no extension has it. The
+// reports list lock findings in this order.
+std::optional<size_t> lock_index(const JitReport& report, std::string_view path);
 
 // Fills the options that come from the Python environment: its tag, its
 // torch and CUDA build, the interpreter and torch._C to load first.
@@ -121,8 +150,12 @@ void describe_environment(JitOptions& options, const host::Host& host,
                           const pyenv::Environment& env);
 
 // Finds the build roots and extensions, their locks and holders, and the
-// toolchain. Reads only.
+// toolchain, TORCH_CUDA_ARCH_LIST and the GPUs. Reads only.
 JitReport scan(const host::Host& host, const JitOptions& options);
+
+// The build roots and extensions with their locks and holders only (what a
+// hung job may wait on): no toolchain, no module checks, nothing of torch.
+JitReport scan_locks(const host::Host& host, const JitOptions& options);
 
 struct FixAction {
   std::string action;  // "remove" or "keep"
@@ -131,11 +164,12 @@ struct FixAction {
   std::string reason;
 };
 
-// Removes each stale lock (JIT001) after checking once more that no process
-// holds it; keeps held locks, locks on network filesystems and locks whose
-// holders could not all be checked, saying why. Removes the outputs of each
-// stale build (JIT004: its .so, .o, .ninja_deps, .ninja_log; never a
-// directory, never through a symlink) unless a build holds its lock.
+// Removes each stale lock (LockStatus::Stale) after checking once more that
+// no process holds it; keeps held locks, locks on network filesystems and
+// locks whose holders could not all be checked, saying why. Removes the
+// outputs of each stale build (a module with missing symbols or libraries:
+// its .so, .o, .ninja_deps, .ninja_log; never a directory, never through a
+// symlink) unless a build holds its lock.
 // `dry_run`: decide only.
 std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run);
 

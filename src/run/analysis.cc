@@ -7,10 +7,10 @@
 //           in use and the GLIBC_TUNABLES value under which it loads (with
 //           and without the audit module, which itself costs surplus)
 // and the trace's own:
-//   THR003  one library changed the thread count of a runtime after another
-//           library had set it (seed 003: numba's omppool resets torch's
-//           libgomp count), with both callers and the values
-//   RUN001  a process the shims could not see into
+//   THR003  each process's thread-count calls in time order, with their
+//           callers and the counts before and after (seed 003: numba's
+//           omppool resets torch's libgomp count)
+//   RUN001  whether the shims saw inside the command at all
 // Failed loads and dlerror texts are also matched against the log rules by
 // the CLI, which owns the rule databases.
 #include <algorithm>
@@ -105,58 +105,13 @@ detect::OpenMpProcess openmp_facts(const TracedProcess& p, const AnalysisContext
   return out;
 }
 
-// Per runtime, in time order: a call from another library that leaves a
-// different count than the previous caller had set.
-void find_thread_overrides(const TracedProcess& p, FindingSink& sink) {
-  struct Last {
-    const ThreadCall* call = nullptr;
-  };
-  std::map<std::string, Last> last;  // runtime|family -> last count setter
-  std::set<std::string> reported;
-  for (const ThreadCall& c : p.thread_calls) {
-    if (c.fn.find("threading_layer") != std::string::npos ||
-        c.fn.find("Threading_Layer") != std::string::npos)
-      continue;
-    Last& l = last[c.runtime];
-    const long long now = c.after.value_or(c.value);
-    if (l.call && l.call->caller != c.caller) {
-      const long long had = l.call->after.value_or(l.call->value);
-      const long long before = c.before.value_or(had);
-      if (before != now &&
-          reported.insert(c.caller + "|" + l.call->caller + "|" + c.runtime).second) {
-        Finding f;
-        f.rule = "THR003";
-        f.severity = Severity::Warning;
-        f.subject = base(c.caller);
-        f.message = base(c.caller) + " changed " + base(c.runtime) + "'s thread count from " +
-                    std::to_string(before) + " to " + std::to_string(now) + " in " +
-                    process_name(p) + ", after " + base(l.call->caller) + " had set it to " +
-                    std::to_string(had);
-        f.evidence.push_back({l.call->fn + "(" + std::to_string(l.call->value) + ") from " +
-                                  l.call->caller + " into " + l.call->runtime,
-                              "", std::nullopt});
-        f.evidence.push_back({c.fn + "(" + std::to_string(c.value) + ") from " + c.caller +
-                                  " into " + c.runtime + ": " + std::to_string(before) + " -> " +
-                                  std::to_string(now),
-                              "", std::nullopt});
-        if (c.caller.find("numba") != std::string::npos) {
-          f.fix = "give numba the count the other library set: export NUMBA_NUM_THREADS=" +
-                  std::to_string(had) + " before Python starts, or call torch.set_num_threads(" +
-                  std::to_string(had) +
-                  ") after numba's first parallel call, or keep numba off this runtime with "
-                  "NUMBA_THREADING_LAYER=workqueue";
-          f.env_fix.push_back("NUMBA_NUM_THREADS=" + std::to_string(had));
-        } else {
-          f.fix =
-              "set the count once for every library before the process starts (OMP_NUM_THREADS, "
-              "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS), or set it again after " +
-              base(c.caller) + " has run";
-        }
-        sink.add(std::move(f));
-      }
-    }
-    l.call = &c;
-  }
+// The thread-count calls of the process, in time order.
+detect::ThreadCountCalls thread_count_facts(const TracedProcess& p) {
+  detect::ThreadCountCalls out;
+  out.process = process_name(p);
+  for (const ThreadCall& c : p.thread_calls)
+    out.calls.push_back({c.fn, c.value, c.before, c.after, c.caller, c.runtime});
+  return out;
 }
 
 // The real static TLS failure, replayed through the loader model of this
@@ -278,37 +233,27 @@ std::string load_chain(const TracedProcess& p, const std::string& path) {
 }
 
 void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) {
-  detect::Facts facts;
+  // The trace's own hazards first, then those other commands see too, then
+  // what could not be seen: three sets of facts, each through the detectors.
+  auto report = [&](const detect::Facts& facts) {
+    for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+      sink.add(std::move(f));
+  };
+  detect::Facts own, shared;
   for (const auto& [pid, p] : trace.processes) {
-    facts.openmp.push_back(openmp_facts(p, ctx));
-    find_thread_overrides(p, sink);
-    static_tls_facts(p, ctx, facts.static_tls);
+    own.thread_counts.push_back(thread_count_facts(p));
+    shared.openmp.push_back(openmp_facts(p, ctx));
+    static_tls_facts(p, ctx, shared.static_tls);
   }
-  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
-    sink.add(std::move(f));
+  report(own);
+  report(shared);
   // The command itself left no events: nothing inside it could be seen.
-  const bool child_seen =
-      trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty();
-  if (ctx.child_pid && !child_seen) {
-    Finding f;
-    f.rule = "RUN001";
-    f.severity = Severity::Info;
-    f.subject = "pid " + std::to_string(ctx.child_pid);
-    f.message =
-        "the command ran, but mldoctor's shims did not load in it: loads, dlopen errors and "
-        "thread-count "
-        "calls inside it were not seen";
-    for (const std::string& r : ctx.not_traced_reasons) f.evidence.push_back({r, "", std::nullopt});
-    if (ctx.not_traced_reasons.empty())
-      f.evidence.push_back(
-          {"no events from pid " + std::to_string(ctx.child_pid) +
-               " (a static or setuid program, or one that cleared LD_AUDIT/LD_PRELOAD)",
-           "", std::nullopt});
-    f.fix =
-        "run the dynamically linked program itself (for a setuid or static wrapper, the program it "
-        "starts)";
-    sink.add(std::move(f));
-  }
+  detect::Facts coverage;
+  coverage.trace_coverage = detect::TraceCoverage{
+      ctx.child_pid,
+      trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty(),
+      ctx.not_traced_reasons};
+  report(coverage);
 }
 
 }  // namespace mld::run

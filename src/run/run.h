@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "detect/detect.h"
 #include "findings/findings.h"
 #include "host/host.h"
 #include "loader/loader.h"
@@ -147,10 +148,10 @@ struct AnalysisContext {
   std::vector<std::string> not_traced_reasons;  // from the launch
 };
 
-// Findings of a finished (or hung) job: several OpenMP runtimes (OMP001),
-// a thread count changed by another library (THR003), a thread variable set
-// after its runtime read it (THR004), static TLS failures with the tunable
-// (TLS001), failed loads, and processes that could not be observed (RUN001).
+// Findings of a finished (or hung) job, from the facts of its trace through
+// the detectors: a thread count changed by another library (THR003) first,
+// then several OpenMP runtimes (OMP001), static TLS failures with the
+// tunable (TLS001), and last a command that could not be observed (RUN001).
 void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink);
 
 // Which OpenMP runtime an object is: by the entry points the audit module
@@ -172,30 +173,11 @@ std::string load_chain(const TracedProcess& p, const std::string& path);
 
 // ─── watchdog.cc ────────────────────────────────────────────────────────────
 
-// What one look at a process tree found, for the hang report.
-struct ThreadSample {
-  long tid = 0;
-  std::string comm;
-  char state = '?';
-  std::string wchan;
-  std::string syscall;             // "futex", "clock_nanosleep", "running", ...
-  std::vector<std::string> stack;  // native frames, innermost first: "futex_wait (libc.so.6)"
-};
-
-struct ProcessSample {
-  long pid = 0;
-  std::string command;  // argv joined
-  std::vector<ThreadSample> threads;
-  std::vector<std::string> open_files;  // paths (regular files, not /dev, /proc)
-  std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
-  std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
-  std::string stacks_error;             // why there are no native stacks
-};
-
-struct HangSample {
-  double idle_seconds = 0;
-  std::vector<ProcessSample> processes;
-};
+// What one look at a process tree found, for the hang report (the facts
+// the hang's detector reads).
+using detect::HangSample;
+using detect::ProcessSample;
+using detect::ThreadSample;
 
 // ─── stacks.cc ──────────────────────────────────────────────────────────────
 
@@ -220,8 +202,10 @@ struct Progress {
 Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
                           const std::string& trace_dir);
 
-// Findings for a hang: the sample as evidence, and the likely cause (a JIT
-// lock no process holds, a lock held by another process, a rendezvous).
+// Findings for a hang: the sample and the extension build locks it may wait
+// on, as facts for the detectors (RUN002 with the sample as evidence and the
+// likely cause: a JIT lock no process holds, a lock held by another process,
+// a rendezvous; the locks' own findings after it).
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   FindingSink& sink);
 

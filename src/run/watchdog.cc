@@ -9,13 +9,15 @@
 //
 // On a hang every thread's state, wchan and current system call, each
 // process's open files, sockets and /proc/locks entries are read, and the
-// known lock files (torch extension builds) are checked through src/jit:
-// a lock no live process holds is the answer for seed 002.
+// known lock files (torch extension builds) are read through src/jit; the
+// detectors (RUN002, and the lock rules) decide from those facts: a lock no
+// live process holds is the answer for seed 002.
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "detect/detect.h"
 #include "jit/jit.h"
 #include "run/run.h"
 
@@ -238,112 +240,29 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
 
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   FindingSink& sink) {
-  // What the threads are doing.
-  std::map<std::string, int> waits;
-  std::string python_tag;
-  for (const ProcessSample& p : sample.processes) {
-    for (const ThreadSample& t : p.threads)
-      waits[t.syscall.empty() ? std::string(1, t.state) : t.syscall]++;
-    size_t at = p.command.find("python3.");
-    if (python_tag.empty() && at != std::string::npos) {
-      size_t end = at + 8;
-      while (end < p.command.size() && isdigit(static_cast<unsigned char>(p.command[end]))) end++;
-      if (end > at + 8) python_tag = "py3" + p.command.substr(at + 8, end - at - 8);
-    }
-  }
-  Finding hang;
-  hang.rule = "RUN002";
-  hang.severity = Severity::Warning;
-  hang.subject =
-      sample.processes.empty() ? "job" : "pid " + std::to_string(sample.processes.front().pid);
-  std::string what;
-  for (const auto& [w, n] : waits)
-    what += (what.empty() ? "" : ", ") + std::to_string(n) + " in " + w;
-  hang.message = "no CPU progress, no output and no events for " +
-                 std::to_string(static_cast<long>(sample.idle_seconds)) + " s (" +
-                 std::to_string(sample.processes.size()) +
-                 (sample.processes.size() == 1 ? " process" : " processes") + "; threads: " + what +
-                 ")";
-  for (const ProcessSample& p : sample.processes) {
-    hang.evidence.push_back({"pid " + std::to_string(p.pid) + ": " + p.command, "", std::nullopt});
-    // Threads grouped by what they wait in and their stack (innermost 8
-    // frames): 40 idle pool workers are one line.
-    std::map<std::string, std::pair<int, std::string>> per;
-    for (const ThreadSample& t : p.threads) {
-      std::string where = (t.syscall.empty() ? std::string(1, t.state) : t.syscall) +
-                          (t.wchan.empty() ? "" : " in " + t.wchan);
-      std::string stack;
-      for (size_t i = 0; i < t.stack.size() && i < 8; i++) stack += (i ? " <- " : "") + t.stack[i];
-      auto& slot = per[where + "\n" + stack];
-      slot.first++;
-      slot.second = where;
-    }
-    for (const auto& [key, v] : per) {
-      hang.evidence.push_back(
-          {"  " + std::to_string(v.first) + (v.first == 1 ? " thread " : " threads ") + v.second,
-           "", std::nullopt});
-      const std::string stack = key.substr(key.find('\n') + 1);
-      if (!stack.empty()) hang.evidence.push_back({"    " + stack, "", std::nullopt});
-    }
-    if (!p.stacks_error.empty())
-      hang.evidence.push_back({"  no native stacks: " + p.stacks_error, "", std::nullopt});
-    for (const std::string& l : p.locks)
-      hang.evidence.push_back({"  lock: " + l, "", std::nullopt});
-    for (const std::string& so : p.sockets)
-      hang.evidence.push_back({"  socket: " + so, "", std::nullopt});
-  }
-
+  detect::Facts facts;
+  facts.hang = &sample;
   // Known lock files: a torch extension build lock (seed 002).
   jit::JitOptions jo;
   jo.cwd = cwd;
-  if (!python_tag.empty()) jo.python_tag = python_tag;
-  jo.torch_installed = true;
-  std::vector<Finding> lock_findings;
+  std::optional<jit::JitReport> locks;
   try {
-    jit::JitReport jr = jit::scan(host, jo);
-    for (Finding& f : jr.findings)
-      if (f.rule == "JIT001" || f.rule == "JIT002" || f.rule == "JIT003")
-        lock_findings.push_back(std::move(f));
+    locks = jit::scan_locks(host, jo);
+    facts.jit = &*locks;
   } catch (const std::exception& e) {
-    hang.evidence.push_back(
-        {"the extension build caches could not be scanned: " + std::string(e.what()), "",
-         std::nullopt});
+    facts.jit_error = e.what();
   }
-  bool stale = false;
-  for (const Finding& f : lock_findings) stale |= f.rule == "JIT001";
-  // A TCP connection that never completes: the rendezvous (MASTER_ADDR /
-  // MASTER_PORT, a TCPStore) or a peer that is not there. SYN_SENT for the
-  // whole idle time means nothing answers at that address.
-  std::string connecting;
-  for (const ProcessSample& p : sample.processes)
-    for (const std::string& so : p.sockets)
-      if (connecting.empty() && so.ends_with(" SYN_SENT")) {
-        const size_t arrow = so.find(" -> ");
-        const std::string to =
-            arrow == std::string::npos ? so : so.substr(arrow + 4, so.size() - arrow - 4 - 9);
-        connecting = "pid " + std::to_string(p.pid) + " connecting to " + to;
-      }
-  if (stale) {
-    hang.message += ": the job is waiting for a torch extension build lock that no process holds";
-    hang.fix =
-        "remove the stale lock: mldoctor jit --fix (it re-checks that no process holds it); the "
-        "job "
-        "then builds and continues";
-  } else if (!lock_findings.empty()) {
-    hang.message += ": an extension build lock is held by another process";
-    hang.fix = "wait for that build, or stop it and run mldoctor jit --fix";
-  } else if (!connecting.empty()) {
-    hang.message += ": a TCP connection gets no answer (" + connecting + ")";
-    hang.fix =
-        "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
-        "listening there), the interface the name resolves to, and any firewall between the nodes";
-  } else {
-    hang.fix =
-        "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
-        "never completes; mldoctor jit for build locks";
-  }
-  sink.add(std::move(hang));
-  for (Finding& f : lock_findings) sink.add(std::move(f));
+  std::vector<Finding> found = detect::findings(detect::run_detectors(facts), rules::RuleSet());
+  // The hang first, then each lock's finding in the order of its build
+  // directory.
+  auto order = [&](const Finding& f) -> size_t {
+    if (!locks) return 0;
+    std::optional<size_t> i = jit::lock_index(*locks, f.subject);
+    return i ? *i + 1 : 0;
+  };
+  std::stable_sort(found.begin(), found.end(),
+                   [&](const Finding& a, const Finding& b) { return order(a) < order(b); });
+  for (Finding& f : found) sink.add(std::move(f));
 }
 
 }  // namespace mld::run

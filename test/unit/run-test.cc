@@ -300,3 +300,39 @@ TEST(HangAnalysis, ConnectionWithoutAnswerIsTheCause) {
       << found.findings[0].message;
   EXPECT_NE(found.findings[0].fix.find("MASTER_ADDR"), std::string::npos);
 }
+
+// A job hung on extension build locks: the hang first, naming the stale
+// lock as the cause, then each lock's finding in the order of its build
+// directory (a held one before a stale one here).
+TEST(HangAnalysis, StaleBuildLockIsTheCauseAndLocksFollowInTheirOrder) {
+  mld::test::TempDir t;
+  mld::test::make_dirs(t.path() + "/ext/a");
+  mld::test::make_dirs(t.path() + "/ext/b");
+  mld::test::write_file(t.path() + "/ext/a/lock", "");
+  mld::test::write_file(t.path() + "/ext/b/lock", "");
+  mld::test::make_dirs(t.path() + "/proc/4242/fd");
+  mld::test::write_file(t.path() + "/proc/4242/comm", "python3\n");
+  std::filesystem::create_symlink("/ext/a/lock", t.path() + "/proc/4242/fd/3");
+  host::Host host(t.path(), {{"TORCH_EXTENSIONS_DIR", "/ext"}});
+  HangSample s;
+  s.idle_seconds = 30;
+  ProcessSample p;
+  p.pid = 5151;
+  p.command = "python3 train.py";
+  p.threads.push_back({5151, "python3", 'S', "hrtimer_nanosleep", "clock_nanosleep", {}});
+  s.processes.push_back(p);
+  FindingList found;
+  analyse_hang(s, host, "/nonexistent", found);
+  ASSERT_EQ(found.findings.size(), 3u);
+  EXPECT_EQ(found.findings[0].rule, "RUN002");
+  EXPECT_EQ(found.findings[0].subject, "pid 5151");
+  EXPECT_EQ(found.findings[0].message,
+            "no CPU progress, no output and no events for 30 s (1 process; threads: 1 in "
+            "clock_nanosleep): the job is waiting for a torch extension build lock that no "
+            "process holds");
+  EXPECT_EQ(found.findings[0].severity, Severity::Warning);
+  EXPECT_EQ(found.findings[1].rule, "JIT002");
+  EXPECT_EQ(found.findings[1].subject, "/ext/a/lock");
+  EXPECT_EQ(found.findings[2].rule, "JIT001");
+  EXPECT_EQ(found.findings[2].subject, "/ext/b/lock");
+}

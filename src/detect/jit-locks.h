@@ -1,0 +1,33 @@
+// jit-locks.h — what the three lock rules (JIT001 stale, JIT002 held,
+// JIT003 on a network filesystem) say alike about a torch extension build
+// lock: its path as the subject, its build directory, age and filesystem.
+#pragma once
+
+#include <string>
+
+#include "detect/detect.h"
+
+namespace mld::detect {
+
+inline std::string lock_age_text(std::optional<i64> s) {
+  if (!s) return "of unknown age";
+  if (*s < 120) return std::to_string(*s) + " s old";
+  if (*s < 7200) return std::to_string(*s / 60) + " min old";
+  if (*s < 172800) return std::to_string(*s / 3600) + " h old";
+  return std::to_string(*s / 86400) + " days old";
+}
+
+// A detection about the lock of `e`, with the evidence every lock rule gives.
+inline Detection lock_detection(const jit::Extension& e) {
+  const jit::LockState& l = *e.lock;
+  Detection d;
+  d.subject = l.path;
+  d.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+  d.evidence.push_back({"lock " + lock_age_text(l.age_seconds) +
+                            (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
+                            (l.symlink ? ", a symbolic link" : ""),
+                        "", std::nullopt});
+  return d;
+}
+
+}  // namespace mld::detect
