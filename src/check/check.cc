@@ -279,7 +279,6 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   r.gpu = gpu::collect(host);
 
   FindingList list;
-  hostfacts::emit_findings(r.facts, list);
   for (const Finding& f : r.jit.findings) list.add(f);
   gpu::emit_findings(r.gpu, host, list);
   find_native_hazards(r, host, list);
