@@ -14,8 +14,7 @@ MLD_DETECTOR(ENV004) {
                               ? "PGI was removed in oneMKL 2025.0"
                               : "MKL accepts INTEL, SEQUENTIAL, GNU or TBB (any case)";
   Detection d = detect::env_detection("ENV004", "MKL_THREADING_LAYER", *value);
-  d.message =
-      "MKL_THREADING_LAYER=\"" + *value + "\" is not a threading layer MKL knows: " + why;
+  d.message = "MKL_THREADING_LAYER=\"" + *value + "\" is not a threading layer MKL knows: " + why;
   d.fix =
       "Set MKL_THREADING_LAYER to GNU when torch or another package brings libgomp, to INTEL "
       "with Intel's libiomp5 only, or SEQUENTIAL for no MKL threads.";

@@ -11,8 +11,8 @@ MLD_DETECTOR(ENV009) {
   const hostfacts::CudaVisibleDevices& cvd = *facts.host->env.cuda_visible_devices;
   if (!cvd.duplicate) return;
   Detection d = detect::env_detection("ENV009", "CUDA_VISIBLE_DEVICES", cvd.raw);
-  d.message = "CUDA_VISIBLE_DEVICES lists " + *cvd.duplicate +
-              " twice: CUDA then shows no GPU at all";
+  d.message =
+      "CUDA_VISIBLE_DEVICES lists " + *cvd.duplicate + " twice: CUDA then shows no GPU at all";
   d.fix = "List every device once, e.g. CUDA_VISIBLE_DEVICES=0,1,2,3.";
   out.push_back(std::move(d));
 }

@@ -22,9 +22,9 @@ MLD_DETECTOR(ENV011) {
   const std::string* path = e.value_of("LD_LIBRARY_PATH");
   if (!relative.empty() && path) {
     Detection d = detect::env_detection("ENV011", "LD_LIBRARY_PATH", *path);
-    d.message = "LD_LIBRARY_PATH searches relative to the current directory: " +
-                detect::joined(relative) +
-                "; which libraries load then depends on where the job starts";
+    d.message =
+        "LD_LIBRARY_PATH searches relative to the current directory: " + detect::joined(relative) +
+        "; which libraries load then depends on where the job starts";
     d.fix =
         "Remove empty elements (leading, trailing or doubled ':') and make every element an "
         "absolute path.";
@@ -33,8 +33,7 @@ MLD_DETECTOR(ENV011) {
 
   relative.clear();
   for (const hostfacts::LoaderPathEntry& entry : e.ld_preload)
-    if (entry.path.find('/') != std::string::npos && entry.path[0] != '/' &&
-        entry.path[0] != '$')
+    if (entry.path.find('/') != std::string::npos && entry.path[0] != '/' && entry.path[0] != '$')
       relative.push_back("\"" + entry.path + "\"");
   const std::string* preload = e.value_of("LD_PRELOAD");
   if (!relative.empty() && preload) {

@@ -23,11 +23,11 @@ MLD_DETECTOR(HOST001) {
   d.message = "/dev/shm holds only " + hostfacts::human_bytes(*size) +
               ": DataLoader workers and NCCL's shared-memory transport fail with \"Bus error\" or "
               "\"No space left on device\" once it fills";
-  d.evidence.push_back({"/dev/shm size " + hostfacts::human_bytes(*size) +
-                            (h.shm.free_bytes
-                                 ? ", " + hostfacts::human_bytes(*h.shm.free_bytes) + " free"
-                                 : std::string()),
-                        h.shm.source, std::nullopt});
+  d.evidence.push_back(
+      {"/dev/shm size " + hostfacts::human_bytes(*size) +
+           (h.shm.free_bytes ? ", " + hostfacts::human_bytes(*h.shm.free_bytes) + " free"
+                             : std::string()),
+       h.shm.source, std::nullopt});
   if (h.container.detected)
     d.evidence.push_back({"running in a container (" + h.container.kind + ")", "", std::nullopt});
   d.fix =

@@ -27,9 +27,10 @@ MLD_DETECTOR(HOST003) {
               "open files\" or \"received 0 items of ancdata\"";
   d.evidence.push_back({"nofile soft " + limit_text(nf.soft) + ", hard " + limit_text(nf.hard),
                         nf.source, std::nullopt});
-  d.fix = nf.hard > nf.soft
-              ? "Raise the soft limit up to the hard limit: `ulimit -n " + limit_text(nf.hard) + "`."
-              : "Raise the hard limit (/etc/security/limits.conf, `docker --ulimit nofile=65536`), "
-                "or use torch.multiprocessing.set_sharing_strategy('file_system').";
+  d.fix =
+      nf.hard > nf.soft
+          ? "Raise the soft limit up to the hard limit: `ulimit -n " + limit_text(nf.hard) + "`."
+          : "Raise the hard limit (/etc/security/limits.conf, `docker --ulimit nofile=65536`), "
+            "or use torch.multiprocessing.set_sharing_strategy('file_system').";
   out.push_back(std::move(d));
 }
