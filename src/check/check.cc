@@ -278,16 +278,13 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
 
   r.gpu = gpu::collect(host);
 
-  FindingList list;
-  hostfacts::emit_findings(r.facts, list);
+  // Every fact is gathered: detection reads only them.
   detect::Facts facts;
   facts.host = &r.facts;
   facts.gpu = &r.gpu;
   facts.jit = &r.jit;
   gather_native_facts(r, host, facts);
-  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
-    list.add(std::move(f));
-  r.findings = std::move(list.findings);
+  r.findings = detect::findings(detect::run_detectors(facts), rules::RuleSet());
   // One finding that explains another hides it (`replaces` in the rule
   // files: GPU006 names the GPUs ENV009's repeated CUDA_VISIBLE_DEVICES
   // entry hides).

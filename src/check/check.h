@@ -10,7 +10,7 @@
 //   CUDA001 two major versions of one CUDA library in one process
 //   THR001  threads per process × ranks per node beyond the usable CPUs
 //   THR002  numba's OpenMP layer resetting torch's thread count (shared libgomp)
-// plus the host and environment findings of hostfacts (HOST*, ENV*), the
+// plus the host and environment rules on hostfacts' facts (HOST*, ENV*), the
 // extension build caches' of jit (JIT*) and GPU/NCCL readiness of gpu
 // (GPU*, NCCL*).
 //

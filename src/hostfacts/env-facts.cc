@@ -11,7 +11,9 @@
 // trailing blank produces. Each accepted syntax below follows the consumer's
 // parser (libgomp env.c, LLVM kmp_settings.cpp, mkl-service, numba
 // parallel.py, glibc dl-tunables and dl-load.c, NCCL debug.cc), so a value
-// is flagged exactly when the runtime would not do what it says.
+// is recorded as rejected exactly when the runtime would not do what it
+// says. The LD_* paths are looked up under the analysed root here, so that
+// the ENV rules (src/detect/rules/ENV0*.cc) judge these facts alone.
 #include <algorithm>
 #include <set>
 
@@ -94,38 +96,26 @@ const std::set<std::string_view>& known_openblas_cores() {
   return names;
 }
 
-class EnvChecker {
+class EnvReader {
  public:
-  EnvChecker(const host::Host& host, EnvFacts& out) : host_(host), out_(out) {}
+  EnvReader(const host::Host& host, EnvFacts& out) : host_(host), out_(out) {}
 
   void run();
 
  private:
   std::optional<std::string> get(std::string_view name) const { return host_.getenv(name); }
+  void reject(std::string name) { out_.rejected.push_back(std::move(name)); }
 
-  void add(std::string rule, Severity severity, const std::string& name, const std::string& value,
-           std::string message, std::string fix, std::vector<std::string> env_fix = {}) {
-    Finding f;
-    f.rule = std::move(rule);
-    f.severity = severity;
-    f.subject = name;
-    f.message = std::move(message);
-    f.evidence.push_back({name + "=" + value, "environment", std::nullopt, false});
-    f.fix = std::move(fix);
-    f.env_fix = std::move(env_fix);
-    out_.findings.push_back(std::move(f));
-  }
-
-  void check_thread_counts();
-  void check_openmp_settings();
-  void check_mkl();
-  void check_numba();
-  void check_openblas();
-  void check_torch();
-  void check_cuda_visible_devices();
-  void check_loader_paths();
-  void check_glibc_tunables();
-  void check_nccl();
+  void read_thread_counts();
+  void read_openmp_settings();
+  void read_mkl();
+  void read_numba();
+  void read_openblas();
+  void read_torch();
+  void read_cuda_visible_devices();
+  void read_loader_paths();
+  void read_glibc_tunables();
+  void read_nccl();
 
   const host::Host& host_;
   EnvFacts& out_;
@@ -137,34 +127,20 @@ std::optional<u32> single_count(std::string_view v) {
   return (*l)[0];
 }
 
-void EnvChecker::check_thread_counts() {
-  auto invalid = [&](const std::string& name, const std::string& value, std::string why) {
-    add("ENV001", Severity::Warning, name, value,
-        name + "=\"" + value + "\" is not a thread count: " + why,
-        "Set " + name + " to a positive integer (threads per process), or unset it.");
-  };
+void EnvReader::read_thread_counts() {
   if (std::optional<std::string> v = get("OMP_NUM_THREADS")) {
     out_.threads.omp_num_threads = parse_thread_count_list(*v);
-    if (!out_.threads.omp_num_threads)
-      invalid("OMP_NUM_THREADS", *v,
-              "GNU libgomp prints \"Invalid value for environment variable OMP_NUM_THREADS\" and "
-              "LLVM/Intel "
-              "OpenMP a warning, and both run one thread per CPU instead");
+    if (!out_.threads.omp_num_threads) reject("OMP_NUM_THREADS");
   }
   struct Single {
     const char* name;
     std::optional<u32> ThreadSettings::*field;
-    const char* consequence;
   };
   for (const Single& s : {
-           Single{"MKL_NUM_THREADS", &ThreadSettings::mkl_num_threads,
-                  "MKL ignores it and uses its default"},
-           Single{"OPENBLAS_NUM_THREADS", &ThreadSettings::openblas_num_threads,
-                  "OpenBLAS ignores it and starts one thread per CPU"},
-           Single{"GOTO_NUM_THREADS", &ThreadSettings::openblas_num_threads,
-                  "OpenBLAS ignores it and starts one thread per CPU"},
-           Single{"NUMBA_NUM_THREADS", &ThreadSettings::numba_num_threads,
-                  "numba rejects it (a warning for text, an error for values below 1)"},
+           Single{"MKL_NUM_THREADS", &ThreadSettings::mkl_num_threads},
+           Single{"OPENBLAS_NUM_THREADS", &ThreadSettings::openblas_num_threads},
+           Single{"GOTO_NUM_THREADS", &ThreadSettings::openblas_num_threads},
+           Single{"NUMBA_NUM_THREADS", &ThreadSettings::numba_num_threads},
        }) {
     std::optional<std::string> v = get(s.name);
     if (!v) continue;
@@ -172,7 +148,7 @@ void EnvChecker::check_thread_counts() {
     if (n) {
       if (!(out_.threads.*s.field)) out_.threads.*s.field = n;
     } else {
-      invalid(s.name, *v, s.consequence);
+      reject(s.name);
     }
   }
 }
@@ -180,6 +156,16 @@ void EnvChecker::check_thread_counts() {
 bool is_bool_word(std::string_view v) {
   std::string l = lower(trim(v));
   return l == "true" || l == "false";
+}
+
+// OMP_PROC_BIND: a boolean, or a list of policies.
+bool valid_omp_proc_bind(std::string_view v) {
+  if (is_bool_word(v)) return true;
+  for (std::string_view item : split(v, ',')) {
+    std::string l = lower(trim(item));
+    if (l != "primary" && l != "master" && l != "close" && l != "spread") return false;
+  }
+  return true;
 }
 
 // OMP_PLACES: an abstract name with an optional count ("cores(4)"), or
@@ -286,68 +272,41 @@ bool valid_kmp_affinity(std::string_view v, std::string* bad) {
   return true;
 }
 
-void EnvChecker::check_openmp_settings() {
-  auto invalid = [&](const std::string& name, const std::string& value,
-                     const std::string& expected) {
-    add("ENV002", Severity::Warning, name, value,
-        name + "=\"" + value +
-            "\" is not a value the OpenMP runtime accepts; it is ignored (expected " + expected +
-            ")",
-        "Set " + name + " to " + expected + ", or unset it.");
+void EnvReader::read_openmp_settings() {
+  struct Setting {
+    const char* name;
+    bool (*valid)(std::string_view);
   };
-  if (std::optional<std::string> v = get("OMP_PROC_BIND")) {
-    bool ok = is_bool_word(*v);
-    if (!ok) {
-      ok = true;
-      for (std::string_view item : split(*v, ',')) {
-        std::string l = lower(trim(item));
-        if (l != "primary" && l != "master" && l != "close" && l != "spread") ok = false;
-      }
-    }
-    if (!ok) invalid("OMP_PROC_BIND", *v, "true, false, or a list of primary, close, spread");
+  for (const Setting& s : {
+           Setting{"OMP_PROC_BIND", valid_omp_proc_bind},
+           Setting{"OMP_PLACES", valid_omp_places},
+           Setting{"OMP_DYNAMIC", is_bool_word},
+           Setting{"OMP_WAIT_POLICY",
+                   [](std::string_view v) {
+                     std::string l = lower(trim(v));
+                     return l == "active" || l == "passive";
+                   }},
+           Setting{"GOMP_SPINCOUNT", valid_gomp_spincount},
+           Setting{"GOMP_CPU_AFFINITY", valid_gomp_cpu_affinity},
+           Setting{"KMP_BLOCKTIME", valid_kmp_blocktime},
+       }) {
+    if (std::optional<std::string> v = get(s.name); v && !s.valid(*v)) reject(s.name);
   }
-  if (std::optional<std::string> v = get("OMP_PLACES"); v && !valid_omp_places(*v))
-    invalid("OMP_PLACES", *v,
-            "threads, cores, sockets, ll_caches, numa_domains (optionally \"(n)\") or {..} lists");
-  if (std::optional<std::string> v = get("OMP_DYNAMIC"); v && !is_bool_word(*v))
-    invalid("OMP_DYNAMIC", *v, "true or false");
-  if (std::optional<std::string> v = get("OMP_WAIT_POLICY")) {
-    std::string l = lower(trim(*v));
-    if (l != "active" && l != "passive") invalid("OMP_WAIT_POLICY", *v, "active or passive");
-  }
-  if (std::optional<std::string> v = get("GOMP_SPINCOUNT"); v && !valid_gomp_spincount(*v))
-    invalid("GOMP_SPINCOUNT", *v, "a count with an optional k/M/G/T suffix, or infinite");
-  if (std::optional<std::string> v = get("GOMP_CPU_AFFINITY"); v && !valid_gomp_cpu_affinity(*v))
-    invalid("GOMP_CPU_AFFINITY", *v, "CPU numbers and ranges such as \"0 2-5 8-15:2\"");
-  if (std::optional<std::string> v = get("KMP_BLOCKTIME"); v && !valid_kmp_blocktime(*v))
-    invalid("KMP_BLOCKTIME", *v, "milliseconds or infinite");
-  if (std::optional<std::string> v = get("KMP_AFFINITY")) {
-    std::string bad;
-    if (!valid_kmp_affinity(*v, &bad))
-      invalid("KMP_AFFINITY", *v,
-              "a type (compact, scatter, balanced, explicit, none, disabled) with modifiers; \"" +
-                  bad + "\" is not one");
-  }
+  if (std::optional<std::string> v = get("KMP_AFFINITY");
+      v && !valid_kmp_affinity(*v, &out_.kmp_affinity_bad_item))
+    reject("KMP_AFFINITY");
   if (std::optional<std::string> v = get("KMP_DUPLICATE_LIB_OK")) {
     // LLVM's __kmp_str_match_true: "1", and prefixes of "true"/"yes", "on",
     // ".true.", "enable", case-insensitive.
     std::string l = lower(trim(*v));
-    bool is_true = !l.empty() && (std::string_view("true").starts_with(l) ||
-                                  std::string_view("yes").starts_with(l) || l == "1" || l == "on" ||
-                                  l == ".true." || l == ".t." || l == "enable");
-    if (is_true)
-      add("ENV003", Severity::Warning, "KMP_DUPLICATE_LIB_OK", *v,
-          "KMP_DUPLICATE_LIB_OK=" + *v +
-              " silences LLVM/Intel OpenMP's \"Error #15\" check, so two OpenMP runtimes may run "
-              "in one process "
-              "unnoticed",
-          "Unset KMP_DUPLICATE_LIB_OK and make the packages share one OpenMP runtime (`mldoctor "
-          "check` lists "
-          "them); the variable hides the conflict, it does not resolve it.");
+    out_.kmp_duplicate_lib_ok =
+        !l.empty() &&
+        (std::string_view("true").starts_with(l) || std::string_view("yes").starts_with(l) ||
+         l == "1" || l == "on" || l == ".true." || l == ".t." || l == "enable");
   }
 }
 
-void EnvChecker::check_mkl() {
+void EnvReader::read_mkl() {
   if (std::optional<std::string> v = get("MKL_THREADING_LAYER")) {
     std::string u = upper(trim(*v));
     if (u.empty()) {
@@ -355,27 +314,12 @@ void EnvChecker::check_mkl() {
     } else if (u == "INTEL" || u == "SEQUENTIAL" || u == "GNU" || u == "TBB") {
       out_.threads.mkl_threading_layer = u;
     } else {
-      std::string why = u == "PGI" ? "PGI was removed in oneMKL 2025.0"
-                                   : "MKL accepts INTEL, SEQUENTIAL, GNU or TBB (any case)";
-      add("ENV004", Severity::Warning, "MKL_THREADING_LAYER", *v,
-          "MKL_THREADING_LAYER=\"" + *v + "\" is not a threading layer MKL knows: " + why,
-          "Set MKL_THREADING_LAYER to GNU when torch or another package brings libgomp, to INTEL "
-          "with Intel's "
-          "libiomp5 only, or SEQUENTIAL for no MKL threads.",
-          {"MKL_THREADING_LAYER=GNU"});
+      reject("MKL_THREADING_LAYER");
     }
   }
-  if (std::optional<std::string> v = get("MKL_SERVICE_FORCE_INTEL"))
-    add("ENV005", Severity::Warning, "MKL_SERVICE_FORCE_INTEL", *v,
-        "MKL_SERVICE_FORCE_INTEL is set: mkl-service keeps MKL's INTEL threading layer even when "
-        "GNU libgomp is "
-        "already loaded, instead of stopping the process",
-        "Unset MKL_SERVICE_FORCE_INTEL and set MKL_THREADING_LAYER=GNU, so MKL uses the libgomp "
-        "that is loaded.",
-        {"MKL_THREADING_LAYER=GNU"});
 }
 
-void EnvChecker::check_numba() {
+void EnvReader::read_numba() {
   if (std::optional<std::string> v = get("NUMBA_THREADING_LAYER")) {
     std::string l = lower(trim(*v));
     static const std::set<std::string_view> layers = {"default", "safe", "threadsafe", "forksafe",
@@ -383,29 +327,17 @@ void EnvChecker::check_numba() {
     if (layers.count(l))
       out_.threads.numba_threading_layer = l;
     else
-      add("ENV006", Severity::Error, "NUMBA_THREADING_LAYER", *v,
-          "NUMBA_THREADING_LAYER=\"" + *v +
-              "\" is not a numba threading layer: the first parallel function raises ValueError",
-          "Set NUMBA_THREADING_LAYER to one of default, safe, threadsafe, forksafe, tbb, omp, "
-          "workqueue.");
+      reject("NUMBA_THREADING_LAYER");
   }
 }
 
-void EnvChecker::check_openblas() {
-  if (std::optional<std::string> v = get("OPENBLAS_CORETYPE")) {
-    std::string l = lower(trim(*v));
-    if (!known_openblas_cores().count(l))
-      add("ENV007", Severity::Warning, "OPENBLAS_CORETYPE", *v,
-          "OPENBLAS_CORETYPE=\"" + *v +
-              "\" names no OpenBLAS core: OpenBLAS prints \"Core not found\" and picks "
-              "the kernels from CPU detection",
-          "Set OPENBLAS_CORETYPE to a core name OpenBLAS knows (Haswell, SkylakeX, Zen, "
-          "NeoverseN1, ...), or unset "
-          "it to let OpenBLAS detect the CPU.");
-  }
+void EnvReader::read_openblas() {
+  if (std::optional<std::string> v = get("OPENBLAS_CORETYPE");
+      v && !known_openblas_cores().count(lower(trim(*v))))
+    reject("OPENBLAS_CORETYPE");
 }
 
-void EnvChecker::check_torch() {
+void EnvReader::read_torch() {
   std::optional<std::string> v = get("TORCH_CUDA_ARCH_LIST");
   if (!v) return;
   // torch.utils.cpp_extension._get_cuda_arch_flags: blanks become ';', named
@@ -417,7 +349,6 @@ void EnvChecker::check_torch() {
   if (v->empty()) return;  // torch treats an empty value as unset
   std::string s = *v;
   std::replace(s.begin(), s.end(), ' ', ';');
-  std::vector<std::string> bad;
   for (std::string_view e : split(s, ';')) {
     if (named.count(e)) continue;
     std::string_view a = e;
@@ -426,164 +357,71 @@ void EnvChecker::check_torch() {
     size_t dot = a.find('.');
     bool ok = dot != std::string_view::npos && parse_u64(a.substr(0, dot)) &&
               parse_u64(a.substr(dot + 1));
-    if (!ok) bad.push_back(e.empty() ? "(empty element)" : "\"" + std::string(e) + "\"");
+    if (!ok) out_.torch_cuda_arch_bad.emplace_back(e);
   }
-  if (bad.empty()) return;
-  std::string list;
-  for (const std::string& b : bad) list += (list.empty() ? "" : ", ") + b;
-  add("ENV008", Severity::Error, "TORCH_CUDA_ARCH_LIST", *v,
-      "TORCH_CUDA_ARCH_LIST=\"" + *v + "\" has elements torch cannot read: " + list +
-          "; building a CUDA extension raises \"Unknown CUDA arch\"",
-      "Write TORCH_CUDA_ARCH_LIST as capabilities separated by one ';' or one blank, each \"X.Y\" "
-      "optionally "
-      "followed by \"+PTX\" (\"8.0;9.0+PTX\"), with no leading, trailing or doubled separators.");
+  if (!out_.torch_cuda_arch_bad.empty()) reject("TORCH_CUDA_ARCH_LIST");
 }
 
-void EnvChecker::check_cuda_visible_devices() {
-  std::optional<std::string> v = get("CUDA_VISIBLE_DEVICES");
-  if (!v) return;
-  CudaVisibleDevices d = parse_cuda_visible_devices(*v);
-  out_.cuda_visible_devices = d;
-  if (d.duplicate) {
-    add("ENV009", Severity::Error, "CUDA_VISIBLE_DEVICES", *v,
-        "CUDA_VISIBLE_DEVICES lists " + *d.duplicate + " twice: CUDA then shows no GPU at all",
-        "List every device once, e.g. CUDA_VISIBLE_DEVICES=0,1,2,3.");
-    return;
-  }
-  if (!d.stopped_at) return;
-  std::string_view stop = trim(*d.stopped_at);
-  // "-1", "" and Slurm's "NoDevFiles" are the usual ways to hide every GPU.
-  bool deliberate_hide = d.devices.empty() &&
-                         (trim(*v).empty() || stop == "NoDevFiles" ||
-                          (stop.starts_with("-") && stop.size() > 1 && parse_u64(stop.substr(1))));
-  if (deliberate_hide) return;
-  std::string visible = d.devices.empty() ? std::string("no GPU") : "only ";
-  for (size_t i = 0; i < d.devices.size(); i++) visible += (i ? "," : "") + d.devices[i];
-  add("ENV010", Severity::Warning, "CUDA_VISIBLE_DEVICES", *v,
-      "CUDA_VISIBLE_DEVICES stops at the invalid entry \"" + std::string(stop) + "\": " + visible +
-          " stays visible",
-      "Write CUDA_VISIBLE_DEVICES as comma-separated indices (0,1), or GPU UUIDs (GPU-...), or MIG "
-      "UUIDs (MIG-...), "
-      "one kind only, without blanks or empty entries.");
+void EnvReader::read_cuda_visible_devices() {
+  if (std::optional<std::string> v = get("CUDA_VISIBLE_DEVICES"))
+    out_.cuda_visible_devices = parse_cuda_visible_devices(*v);
 }
 
-void EnvChecker::check_loader_paths() {
+void EnvReader::read_loader_paths() {
   if (std::optional<std::string> v = get("LD_LIBRARY_PATH")) {
     // glibc ignores an empty LD_LIBRARY_PATH; otherwise ':' and ';' separate,
     // and an empty element is the current directory (dl-load.c fillin_rpath).
+    // $ORIGIN, $LIB, $PLATFORM are expanded by ld.so, not looked up here.
     if (!v->empty()) {
-      std::vector<std::string> relative, missing;
       std::string s = *v;
       std::replace(s.begin(), s.end(), ';', ':');
       for (std::string_view e : split(s, ':')) {
-        out_.ld_library_path.emplace_back(e);
-        if (e.empty()) {
-          relative.push_back("(empty element = current directory)");
-        } else if (e.starts_with("$")) {
-          // $ORIGIN, $LIB, $PLATFORM: expanded by ld.so, not checked here.
-        } else if (e[0] != '/') {
-          relative.push_back("\"" + std::string(e) + "\"");
-        } else if (host_.stat(e).kind == host::FileKind::Missing) {
-          missing.emplace_back(e);
-        }
-      }
-      if (!relative.empty()) {
-        std::string list;
-        for (const std::string& r : relative) list += (list.empty() ? "" : ", ") + r;
-        add("ENV011", Severity::Warning, "LD_LIBRARY_PATH", *v,
-            "LD_LIBRARY_PATH searches relative to the current directory: " + list +
-                "; which libraries load then depends on where the job starts",
-            "Remove empty elements (leading, trailing or doubled ':') and make every element an "
-            "absolute path.");
-      }
-      if (!missing.empty()) {
-        std::string list;
-        for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-        add("ENV012", Severity::Info, "LD_LIBRARY_PATH", *v,
-            "LD_LIBRARY_PATH names directories that do not exist: " + list,
-            "Remove the directories that do not exist from LD_LIBRARY_PATH (often left from "
-            "another CUDA or "
-            "conda installation).");
+        bool missing = e.starts_with("/") && host_.stat(e).kind == host::FileKind::Missing;
+        out_.ld_library_path.push_back({std::string(e), missing});
       }
     }
   }
   if (std::optional<std::string> v = get("LD_PRELOAD")) {
     // rtld.c: blanks and ':' separate; names without '/' are searched like
-    // DT_NEEDED entries (not checked here).
+    // DT_NEEDED entries (not looked up here).
     std::string s = *v;
     std::replace(s.begin(), s.end(), ':', ' ');
-    std::vector<std::string> relative, missing;
     for (std::string_view e : split_words(s)) {
-      out_.ld_preload.emplace_back(e);
-      if (e.find('/') == std::string_view::npos || e.starts_with("$")) continue;
-      if (e[0] != '/')
-        relative.push_back("\"" + std::string(e) + "\"");
-      else if (host_.stat(e).kind == host::FileKind::Missing)
-        missing.emplace_back(e);
-    }
-    if (!relative.empty()) {
-      std::string list;
-      for (const std::string& r : relative) list += (list.empty() ? "" : ", ") + r;
-      add("ENV011", Severity::Warning, "LD_PRELOAD", *v,
-          "LD_PRELOAD names libraries by a relative path: " + list +
-              "; every process that starts in another directory fails to preload them",
-          "Give LD_PRELOAD absolute paths.");
-    }
-    if (!missing.empty()) {
-      std::string list;
-      for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-      add("ENV013", Severity::Warning, "LD_PRELOAD", *v,
-          "LD_PRELOAD names libraries that do not exist: " + list +
-              "; ld.so prints \"cannot be preloaded ... ignored\" in every process",
-          "Remove the missing libraries from LD_PRELOAD or correct their paths.");
+      bool missing = e.starts_with("/") && host_.stat(e).kind == host::FileKind::Missing;
+      out_.ld_preload.push_back({std::string(e), missing});
     }
   }
 }
 
-void EnvChecker::check_glibc_tunables() {
+void EnvReader::read_glibc_tunables() {
   std::optional<std::string> v = get("GLIBC_TUNABLES");
   if (!v) return;
   ParsedTunables p = parse_glibc_tunables(*v);
-  out_.glibc_tunables = p.tunables;
-  std::vector<std::string> problems;
-  for (const std::string& m : p.malformed) problems.push_back("\"" + m + "\" is not name=value");
-  for (const GlibcTunable& t : p.tunables)
-    if (!t.known) problems.push_back("\"" + t.key + "\" is not a glibc tunable");
-  if (problems.empty()) return;
-  std::string list;
-  for (const std::string& pr : problems) list += (list.empty() ? "" : "; ") + pr;
-  add("ENV014", Severity::Warning, "GLIBC_TUNABLES", *v,
-      "GLIBC_TUNABLES has entries glibc ignores silently: " + list,
-      "Write GLIBC_TUNABLES as colon-separated glibc.<namespace>.<name>=<value> items; `ld.so "
-      "--list-tunables` "
-      "(glibc 2.33 and later) prints the names this glibc knows.");
+  out_.glibc_tunables = std::move(p.tunables);
+  out_.glibc_tunables_malformed = std::move(p.malformed);
 }
 
-void EnvChecker::check_nccl() {
+void EnvReader::read_nccl() {
   if (std::optional<std::string> v = get("NCCL_DEBUG")) {
     std::string u = upper(*v);
     if (u != "VERSION" && u != "WARN" && u != "INFO" && u != "ABORT" && u != "TRACE")
-      add("ENV015", Severity::Warning, "NCCL_DEBUG", *v,
-          "NCCL_DEBUG=\"" + *v + "\" is not an NCCL debug level: NCCL prints nothing",
-          "Set NCCL_DEBUG to VERSION, WARN, INFO, ABORT or TRACE (INFO for a hang or a failed "
-          "init).",
-          {"NCCL_DEBUG=INFO"});
+      reject("NCCL_DEBUG");
   }
 }
 
-void EnvChecker::run() {
+void EnvReader::run() {
   for (const auto& [name, value] : host_.environment())
     if (steers_native_layer(name)) out_.variables.push_back({name, value});
-  check_thread_counts();
-  check_openmp_settings();
-  check_mkl();
-  check_numba();
-  check_openblas();
-  check_torch();
-  check_cuda_visible_devices();
-  check_loader_paths();
-  check_glibc_tunables();
-  check_nccl();
+  read_thread_counts();
+  read_openmp_settings();
+  read_mkl();
+  read_numba();
+  read_openblas();
+  read_torch();
+  read_cuda_visible_devices();
+  read_loader_paths();
+  read_glibc_tunables();
+  read_nccl();
 }
 
 }  // namespace
@@ -658,12 +496,28 @@ CudaVisibleDevices parse_cuda_visible_devices(std::string_view text) {
     }
     d.devices.push_back(std::move(entry));
   }
+  if (d.stopped_at && d.devices.empty()) {
+    // "-1", "" and Slurm's "NoDevFiles" are the usual ways to hide every GPU.
+    std::string_view stop = trim(*d.stopped_at);
+    d.hides_all = trim(text).empty() || stop == "NoDevFiles" ||
+                  (stop.starts_with("-") && stop.size() > 1 && parse_u64(stop.substr(1)));
+  }
   return d;
+}
+
+const std::string* EnvFacts::value_of(std::string_view name) const {
+  for (const EnvVar& v : variables)
+    if (v.name == name) return &v.value;
+  return nullptr;
+}
+
+bool EnvFacts::rejects(std::string_view name) const {
+  return std::find(rejected.begin(), rejected.end(), name) != rejected.end();
 }
 
 EnvFacts collect_env_facts(const host::Host& host) {
   EnvFacts facts;
-  EnvChecker(host, facts).run();
+  EnvReader(host, facts).run();
   return facts;
 }
 

@@ -1,13 +1,6 @@
-// facts.cc — turns the collected host and environment facts into findings
-// (HOST rules; the ENV findings are made while the variables are parsed) and
-// into the JSON objects `mldoctor check --json` embeds.
-//
-// The host findings are the limits that break multi-process training before
-// any Python code is wrong: a small /dev/shm (Docker's 64 MiB default) under
-// DataLoader workers and NCCL's SHM transport, a locked-memory limit below
-// "unlimited" beside RDMA devices (NCCL's InfiniBand transport registers its
-// buffers), and a low open-file limit under DataLoader's fd passing.
-#include <algorithm>
+// facts.cc — gathers the host and environment facts in one call, and turns
+// them into the JSON objects `mldoctor check --json` embeds. The rules that
+// judge them are detectors (src/detect/rules/HOST00*.cc, ENV0*.cc).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -15,19 +8,6 @@
 #include "hostfacts/hostfacts.h"
 
 namespace mld::hostfacts {
-
-namespace {
-
-std::string limit_text(u64 v) { return v == kUnlimited ? "unlimited" : std::to_string(v); }
-
-// Threads per rank that keep ranks x threads within the usable CPUs.
-std::optional<u32> threads_per_rank(const HostFacts& h) {
-  if (!h.cpu.usable) return std::nullopt;
-  u32 ranks = h.ranks_per_node.count.value_or(1);
-  return std::max<u32>(1, *h.cpu.usable / std::max<u32>(1, ranks));
-}
-
-}  // namespace
 
 std::string human_bytes(u64 b) {
   if (b == kUnlimited) return "unlimited";
@@ -53,92 +33,6 @@ Facts collect(const host::Host& host, const CollectOptions& options) {
   return f;
 }
 
-std::vector<Finding> host_findings(const HostFacts& h) {
-  std::vector<Finding> out;
-  if (h.shm.size_bytes && *h.shm.size_bytes != kUnlimited && *h.shm.size_bytes < kSmallShmBytes) {
-    Finding f;
-    f.rule = "HOST001";
-    f.severity = Severity::Warning;
-    f.subject = "/dev/shm";
-    f.message =
-        "/dev/shm holds only " + human_bytes(*h.shm.size_bytes) +
-        ": DataLoader workers and NCCL's shared-memory transport fail with \"Bus error\" or "
-        "\"No space left on device\" once it fills";
-    f.evidence.push_back(
-        {"/dev/shm size " + human_bytes(*h.shm.size_bytes) +
-             (h.shm.free_bytes ? ", " + human_bytes(*h.shm.free_bytes) + " free" : std::string()),
-         h.shm.source, std::nullopt, false});
-    if (h.container.detected)
-      f.evidence.push_back(
-          {"running in a container (" + h.container.kind + ")", "", std::nullopt, false});
-    f.fix =
-        "Give /dev/shm several GiB: `docker run --shm-size=16g` (or `--ipc=host`); on Kubernetes "
-        "mount an "
-        "emptyDir with `medium: Memory` at /dev/shm; on a host `mount -o remount,size=16G "
-        "/dev/shm`.";
-    out.push_back(std::move(f));
-  }
-  const ResourceLimit& ml = h.limits.memlock;
-  if (!h.rdma_devices.empty() && ml.known && ml.soft != kUnlimited) {
-    std::string devices;
-    for (const std::string& d : h.rdma_devices) devices += (devices.empty() ? "" : ", ") + d;
-    Finding f;
-    f.rule = "HOST002";
-    f.severity = Severity::Warning;
-    f.subject = "RLIMIT_MEMLOCK";
-    f.message = "locked-memory limit is " + human_bytes(ml.soft) +
-                " while RDMA devices are present (" + devices +
-                "): NCCL's InfiniBand transport cannot register its buffers";
-    f.evidence.push_back(
-        {"memlock soft " + limit_text(ml.soft) + ", hard " + limit_text(ml.hard) + " bytes",
-         ml.source, std::nullopt, false});
-    f.evidence.push_back(
-        {"RDMA devices: " + devices, "/sys/class/infiniband", std::nullopt, false});
-    f.fix =
-        "Raise the limit to unlimited for the job: `ulimit -l unlimited` (needs the hard limit: "
-        "/etc/security/limits.conf `* - memlock unlimited`); Docker `--ulimit memlock=-1:-1`; "
-        "Slurm "
-        "propagates the submitting shell's limit.";
-    out.push_back(std::move(f));
-  }
-  const ResourceLimit& nf = h.limits.nofile;
-  if (nf.known && nf.soft < kLowNofile) {
-    Finding f;
-    f.rule = "HOST003";
-    f.severity = Severity::Info;
-    f.subject = "RLIMIT_NOFILE";
-    f.message = "open-file limit is " + limit_text(nf.soft) +
-                ": DataLoader workers passing tensors by file descriptor can fail with \"Too many "
-                "open files\" "
-                "or \"received 0 items of ancdata\"";
-    f.evidence.push_back({"nofile soft " + limit_text(nf.soft) + ", hard " + limit_text(nf.hard),
-                          nf.source, std::nullopt, false});
-    f.fix =
-        nf.hard > nf.soft
-            ? "Raise the soft limit up to the hard limit: `ulimit -n " + limit_text(nf.hard) + "`."
-            : "Raise the hard limit (/etc/security/limits.conf, `docker --ulimit nofile=65536`), "
-              "or use torch.multiprocessing.set_sharing_strategy('file_system').";
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-void emit_findings(const Facts& facts, FindingSink& sink) {
-  std::optional<u32> per_rank = threads_per_rank(facts.host);
-  for (Finding f : facts.env.findings) {
-    // A thread count that fixes a malformed one: the usable CPUs divided
-    // among the ranks of this node.
-    if (f.rule == "ENV001" && per_rank && f.env_fix.empty()) {
-      f.env_fix.push_back(f.subject + "=" + std::to_string(*per_rank));
-      f.fix += " On this node: " + std::to_string(*facts.host.cpu.usable) + " usable CPUs / " +
-               std::to_string(facts.host.ranks_per_node.count.value_or(1)) +
-               " rank(s) = " + std::to_string(*per_rank) + ".";
-    }
-    sink.add(std::move(f));
-  }
-  for (Finding& f : host_findings(facts.host)) sink.add(std::move(f));
-}
-
 // JSON ////////////////////////////////////////////////////////////////////////
 
 namespace {
@@ -161,6 +55,12 @@ json cpu_list(const std::optional<std::vector<u32>>& v) {
 
 json cpu_count(const std::optional<std::vector<u32>>& v) {
   return v ? json(v->size()) : json(nullptr);
+}
+
+json paths(const std::vector<LoaderPathEntry>& entries) {
+  json out = json::array();
+  for (const LoaderPathEntry& e : entries) out.push_back(e.path);
+  return out;
 }
 
 json limit(const ResourceLimit& l) {
@@ -268,8 +168,8 @@ void to_json(json& j, const EnvFacts& f) {
          {"mkl_threading_layer", opt(f.threads.mkl_threading_layer)},
          {"numba_threading_layer", opt(f.threads.numba_threading_layer)}}},
        {"cuda_visible_devices", cvd},
-       {"ld_library_path", f.ld_library_path},
-       {"ld_preload", f.ld_preload},
+       {"ld_library_path", paths(f.ld_library_path)},
+       {"ld_preload", paths(f.ld_preload)},
        {"glibc_tunables", tunables}};
 }
 

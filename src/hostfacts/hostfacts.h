@@ -7,9 +7,11 @@
 //
 // Everything is read through host::Host, so `--root DIR` analyses a fixture
 // tree exactly as the live machine. A fact that cannot be read is "unknown"
-// (an empty optional), never an error. Malformed settings become findings
-// (rules ENV001–ENV015, HOST001–HOST003); the thread budget itself (THR001) is
-// computed by the caller from the numbers exposed here.
+// (an empty optional), never an error. These are facts only: the rules that
+// judge them (ENV001–ENV015, HOST001–HOST003) are detectors of src/detect
+// reading what is exposed here, so whatever they need from the machine (an
+// LD_LIBRARY_PATH directory that is missing) is looked up here; the thread
+// budget (THR001) is computed from the numbers exposed here too.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,17 +21,12 @@
 #include <vector>
 
 #include "base/base.h"
-#include "findings/findings.h"
 #include "host/host.h"
 
 namespace mld::hostfacts {
 
 // A resource limit or size with no bound.
 inline constexpr u64 kUnlimited = ~u64{0};
-
-// Thresholds of the host findings (documented in rules/HOST00*.toml).
-inline constexpr u64 kSmallShmBytes = u64{1} << 30;  // HOST001: /dev/shm below 1 GiB
-inline constexpr u64 kLowNofile = 4096;              // HOST003: soft RLIMIT_NOFILE below this
 
 // cpu-facts.cc ///////////////////////////////////////////////////////////////
 
@@ -246,20 +243,51 @@ struct CudaVisibleDevices {
   std::vector<std::string> devices;       // what stays visible, in order
   std::optional<std::string> stopped_at;  // the entry parsing stopped at
   std::optional<std::string> duplicate;   // a repeated entry (then devices is empty)
+  // Stopped at the first entry, spelled as one of the usual ways to hide
+  // every GPU on purpose: an empty value, "-1" (any negative index), or
+  // Slurm's "NoDevFiles".
+  bool hides_all = false;
 };
 CudaVisibleDevices parse_cuda_visible_devices(std::string_view text);
+
+// An element of LD_LIBRARY_PATH or LD_PRELOAD as written ("" = the current
+// directory), and whether it is an absolute path that names nothing under the
+// analysed root. Elements that are not absolute ("$ORIGIN/..", relative ones,
+// LD_PRELOAD's bare sonames, which ld.so searches) are not looked up.
+struct LoaderPathEntry {
+  std::string path;
+  bool missing = false;
+};
 
 struct EnvFacts {
   std::vector<EnvVar> variables;  // every variable that steers the native layer, sorted by name
   ThreadSettings threads;
+  // Variables set to a value their consumer does not accept as written (it
+  // warns and ignores it, or fails), in the order they are read: the thread
+  // counts, the OpenMP settings, MKL_THREADING_LAYER, NUMBA_THREADING_LAYER,
+  // OPENBLAS_CORETYPE, TORCH_CUDA_ARCH_LIST, NCCL_DEBUG. An empty
+  // MKL_THREADING_LAYER or TORCH_CUDA_ARCH_LIST counts as unset.
+  std::vector<std::string> rejected;
+  // KMP_AFFINITY rejected: the item that is neither a type nor a modifier
+  // (the whole value when its brackets do not match).
+  std::string kmp_affinity_bad_item;
+  // TORCH_CUDA_ARCH_LIST rejected: the elements torch cannot read, in order
+  // ("" = an empty element).
+  std::vector<std::string> torch_cuda_arch_bad;
+  // KMP_DUPLICATE_LIB_OK reads as true to LLVM/Intel OpenMP.
+  bool kmp_duplicate_lib_ok = false;
   std::optional<CudaVisibleDevices> cuda_visible_devices;
-  std::vector<std::string> ld_library_path;  // elements as written ("" = current directory)
-  std::vector<std::string> ld_preload;
+  std::vector<LoaderPathEntry> ld_library_path;  // empty when unset or empty
+  std::vector<LoaderPathEntry> ld_preload;
   std::vector<GlibcTunable> glibc_tunables;
-  std::vector<Finding> findings;  // malformed or risky values (ENV rules)
+  std::vector<std::string> glibc_tunables_malformed;  // items that are not name=value
+
+  // The value of a variable of `variables`; nullptr when unset.
+  const std::string* value_of(std::string_view name) const;
+  bool rejects(std::string_view name) const;
 };
 
-// Reads the environment of `host` (and checks LD_* paths under its root).
+// Reads the environment of `host` (and looks up LD_* paths under its root).
 EnvFacts collect_env_facts(const host::Host& host);
 
 // facts.cc ///////////////////////////////////////////////////////////////////
@@ -278,11 +306,6 @@ std::optional<std::string> filesystem_of(const host::Host& host, std::string_vie
 
 // "64 MiB", "1.5 GiB", "512 bytes"; kUnlimited is "unlimited".
 std::string human_bytes(u64 bytes);
-
-// The host findings (HOST rules) of a set of facts.
-std::vector<Finding> host_findings(const HostFacts& facts);
-// Every finding of the facts: the environment's and the host's.
-void emit_findings(const Facts& facts, FindingSink& sink);
 
 // JSON for `check --json` (the "host" and "environment" objects). Byte sizes
 // are integers; unknown facts are null; kUnlimited is the string "unlimited".

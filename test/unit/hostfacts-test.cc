@@ -2,7 +2,8 @@
 // lists, Slurm task counts, GLIBC_TUNABLES, thread counts, CUDA device lists),
 // collect_host_facts on the fixture trees of test/fixtures/hosts (every
 // expected number is the one written in the tree's files), the launcher's
-// ranks per node, the ENV findings, and one comparison with the live machine.
+// ranks per node, the ENV and HOST rules' detectors on these facts, and one
+// comparison with the live machine.
 #include "hostfacts/hostfacts.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "detect/detect.h"
 #include "run-command.h"
 
 using namespace mld;
@@ -48,6 +50,31 @@ Cpus range(u32 first, u32 last) {
 std::vector<std::string> rules_of(const std::vector<Finding>& findings) {
   std::vector<std::string> out;
   for (const Finding& f : findings) out.push_back(f.rule);
+  return out;
+}
+
+// The findings of the rules whose ids start with one of `families`, as the
+// detectors report them on `facts`.
+std::vector<Finding> findings_of(const Facts& facts, std::vector<std::string> families) {
+  detect::Facts df;
+  df.host = &facts;
+  std::vector<Finding> out;
+  for (Finding& f : detect::findings(detect::run_detectors(df), rules::RuleSet()))
+    for (const std::string& family : families)
+      if (f.rule.starts_with(family)) out.push_back(std::move(f));
+  return out;
+}
+
+// The HOST findings of host facts alone.
+std::vector<Finding> host_findings(const HostFacts& host) {
+  Facts facts;
+  facts.host = host;
+  return findings_of(facts, {"HOST"});
+}
+
+std::vector<std::string> paths_of(const std::vector<LoaderPathEntry>& entries) {
+  std::vector<std::string> out;
+  for (const LoaderPathEntry& e : entries) out.push_back(e.path);
   return out;
 }
 
@@ -627,13 +654,20 @@ TEST(RanksPerNode, ThreadFixDividesUsableCpus) {
   host::Host h =
       fixture("affinity-subset", {{"LOCAL_WORLD_SIZE", "4"}, {"OMP_NUM_THREADS", "four"}});
   Facts facts = collect(h);
-  FindingList sink;
-  emit_findings(facts, sink);
-  ASSERT_EQ(rules_of(sink.findings), (std::vector<std::string>{"ENV001"}));
-  EXPECT_EQ(sink.findings[0].env_fix, (std::vector<std::string>{"OMP_NUM_THREADS=4"}));
+  std::vector<Finding> findings = findings_of(facts, {"ENV", "HOST"});
+  ASSERT_EQ(rules_of(findings), (std::vector<std::string>{"ENV001"}));
+  EXPECT_EQ(findings[0].env_fix, (std::vector<std::string>{"OMP_NUM_THREADS=4"}));
+  EXPECT_EQ(findings[0].fix,
+            "Set OMP_NUM_THREADS to a positive integer (threads per process), or unset it. On "
+            "this node: 16 usable CPUs / 4 rank(s) = 4.");
 }
 
 // ENV findings //////////////////////////////////////////////////////////////////
+
+// The environment facts of a root, with the ENV rules' findings on them.
+struct CheckedEnv : EnvFacts {
+  std::vector<Finding> findings;
+};
 
 class EnvFindings : public ::testing::Test {
  protected:
@@ -642,7 +676,14 @@ class EnvFindings : public ::testing::Test {
     root_.mkdir("opt/nccl/lib");
     root_.write("usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "");
   }
-  EnvFacts env(Env e) const { return collect_env_facts(host::Host(root_.path(), std::move(e))); }
+  CheckedEnv env(Env e) const {
+    Facts facts;
+    facts.env = collect_env_facts(host::Host(root_.path(), std::move(e)));
+    CheckedEnv out;
+    out.findings = findings_of(facts, {"ENV"});
+    static_cast<EnvFacts&>(out) = std::move(facts.env);
+    return out;
+  }
   TempRoot root_;
 };
 
@@ -696,7 +737,7 @@ TEST_F(EnvFindings, MalformedValues) {
       {"NCCL_DEBUG", "VERBOSE", "ENV015"},
   };
   for (const Case& c : cases) {
-    EnvFacts f = env({{c.name, c.value}, {"PATH", "/usr/bin"}});
+    CheckedEnv f = env({{c.name, c.value}, {"PATH", "/usr/bin"}});
     ASSERT_EQ(rules_of(f.findings), (std::vector<std::string>{c.rule}))
         << c.name << "=\"" << c.value << '"';
     EXPECT_EQ(f.findings[0].subject, c.name);
@@ -707,7 +748,7 @@ TEST_F(EnvFindings, MalformedValues) {
 }
 
 TEST_F(EnvFindings, FindingDetails) {
-  EnvFacts f = env({{"CUDA_VISIBLE_DEVICES", "0,x,1"}});
+  CheckedEnv f = env({{"CUDA_VISIBLE_DEVICES", "0,x,1"}});
   ASSERT_TRUE(f.cuda_visible_devices);
   EXPECT_EQ(f.cuda_visible_devices->devices, (std::vector<std::string>{"0"}));
   ASSERT_EQ(f.findings.size(), 1u);
@@ -723,8 +764,11 @@ TEST_F(EnvFindings, FindingDetails) {
   EXPECT_EQ(f.findings[0].env_fix, (std::vector<std::string>{"NCCL_DEBUG=INFO"}));
 
   f = env({{"LD_LIBRARY_PATH", "/usr/local/cuda-11.8/lib64::/opt/nccl/lib"}});
-  EXPECT_EQ(f.ld_library_path,
+  EXPECT_EQ(paths_of(f.ld_library_path),
             (std::vector<std::string>{"/usr/local/cuda-11.8/lib64", "", "/opt/nccl/lib"}));
+  EXPECT_TRUE(f.ld_library_path[0].missing);
+  EXPECT_FALSE(f.ld_library_path[1].missing);  // "" is not looked up
+  EXPECT_FALSE(f.ld_library_path[2].missing);
   EXPECT_EQ(rules_of(f.findings), (std::vector<std::string>{"ENV011", "ENV012"}));
   EXPECT_NE(f.findings[1].message.find("/usr/local/cuda-11.8/lib64"), std::string::npos);
   EXPECT_EQ(f.findings[1].message.find("/opt/nccl/lib"), std::string::npos)
@@ -739,6 +783,48 @@ TEST_F(EnvFindings, FindingDetails) {
             std::string::npos);
   EXPECT_EQ(f.findings[0].message.find("\"glibc.malloc.arena_max\""), std::string::npos);
   ASSERT_EQ(f.glibc_tunables.size(), 2u);
+}
+
+TEST_F(EnvFindings, FactsTheRulesJudge) {
+  CheckedEnv f = env({{"OMP_NUM_THREADS", "four"},
+                      {"KMP_AFFINITY", "granularity=fine,compactt"},
+                      {"NCCL_DEBUG", "VERBOSE"},
+                      {"TORCH_CUDA_ARCH_LIST", "8.0;;sm_90"},
+                      {"KMP_DUPLICATE_LIB_OK", "y"},
+                      {"GLIBC_TUNABLES", "x:glibc.malloc.arenamax=2"},
+                      {"LD_PRELOAD", "/opt/missing/libtcmalloc.so.4 ./libfoo.so libm.so.6"}});
+  // In the order they are read, whatever the order of the environment.
+  EXPECT_EQ(f.rejected, (std::vector<std::string>{"OMP_NUM_THREADS", "KMP_AFFINITY",
+                                                  "TORCH_CUDA_ARCH_LIST", "NCCL_DEBUG"}));
+  EXPECT_EQ(f.kmp_affinity_bad_item, "compactt");
+  EXPECT_EQ(f.torch_cuda_arch_bad, (std::vector<std::string>{"", "sm_90"}));
+  EXPECT_TRUE(f.kmp_duplicate_lib_ok);
+  EXPECT_EQ(f.glibc_tunables_malformed, (std::vector<std::string>{"x"}));
+  ASSERT_EQ(f.ld_preload.size(), 3u);
+  EXPECT_TRUE(f.ld_preload[0].missing);
+  EXPECT_FALSE(f.ld_preload[1].missing);  // relative: not looked up
+  EXPECT_FALSE(f.ld_preload[2].missing);  // a soname ld.so searches
+  EXPECT_EQ(rules_of(f.findings),
+            (std::vector<std::string>{"ENV001", "ENV002", "ENV003", "ENV008", "ENV011", "ENV013",
+                                      "ENV014", "ENV015"}));
+  EXPECT_TRUE(env({{"CUDA_VISIBLE_DEVICES", "-1"}}).cuda_visible_devices->hides_all);
+  EXPECT_FALSE(env({{"CUDA_VISIBLE_DEVICES", "0,-1"}}).cuda_visible_devices->hides_all);
+  EXPECT_FALSE(env({{"CUDA_VISIBLE_DEVICES", "x"}}).cuda_visible_devices->hides_all);
+}
+
+// The detectors read the facts only: a path hostfacts found missing is
+// reported without any file system behind it.
+TEST(EnvDetectors, ReadFactsOnly) {
+  Facts facts;
+  facts.env.variables = {{"LD_LIBRARY_PATH", "/gone/lib64:/usr/lib"}};
+  facts.env.ld_library_path = {{"/gone/lib64", true}, {"/usr/lib", false}};
+  std::vector<Finding> findings = findings_of(facts, {"ENV"});
+  ASSERT_EQ(rules_of(findings), (std::vector<std::string>{"ENV012"}));
+  EXPECT_EQ(findings[0].message,
+            "LD_LIBRARY_PATH names directories that do not exist: /gone/lib64");
+  EXPECT_EQ(findings[0].severity, Severity::Info);
+  EXPECT_EQ(findings[0].evidence[0].text, "LD_LIBRARY_PATH=/gone/lib64:/usr/lib");
+  EXPECT_EQ(findings[0].evidence[0].file, "environment");
 }
 
 TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
@@ -770,7 +856,7 @@ TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
       {"HOME", "/root"},
       {"PATH", "/usr/bin"},
   };
-  EnvFacts f = env(clean);
+  CheckedEnv f = env(clean);
   EXPECT_TRUE(f.findings.empty()) << f.findings[0].rule << ": " << f.findings[0].message;
   EXPECT_EQ(f.threads.omp_num_threads, (Cpus{4, 2}));
   EXPECT_EQ(f.threads.mkl_num_threads, 4u);
@@ -780,8 +866,11 @@ TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
   EXPECT_EQ(f.threads.numba_threading_layer, "omp");
   ASSERT_TRUE(f.cuda_visible_devices);
   EXPECT_EQ(f.cuda_visible_devices->devices, (std::vector<std::string>{"0", "1", "2", "3"}));
-  EXPECT_EQ(f.ld_preload, (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
-                                                    "libtcmalloc.so.4"}));
+  EXPECT_EQ(
+      paths_of(f.ld_preload),
+      (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "libtcmalloc.so.4"}));
+  EXPECT_TRUE(f.rejected.empty());
+  EXPECT_FALSE(f.kmp_duplicate_lib_ok);
   ASSERT_EQ(f.glibc_tunables.size(), 2u);
   // Every steering variable, sorted, and nothing else.
   std::vector<std::string> names;
@@ -813,7 +902,7 @@ TEST_F(EnvFindings, CleanValuesHaveNoFindings) {
            {{"NCCL_DEBUG", "WARN"}},
            {{"GOTO_NUM_THREADS", "3"}},
        }) {
-    EnvFacts g = env(e);
+    CheckedEnv g = env(e);
     EXPECT_TRUE(g.findings.empty())
         << e.begin()->first << "=\"" << e.begin()->second
         << "\": " << (g.findings.empty() ? "" : g.findings[0].rule + " " + g.findings[0].message);
