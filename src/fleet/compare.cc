@@ -5,8 +5,6 @@
 // groups are described by node (a node's ranks count once); process-level
 // groups name ranks where only some of a node's ranks differ.
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 
