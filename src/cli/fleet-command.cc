@@ -35,11 +35,7 @@ using nlohmann::json;
 // Prints the comparison and returns the exit status: 1 when a difference or
 // a node's finding is at or above --fail-on.
 int render(const fleet::Observations& obs, const CommonOptions& common, const render::Source& src) {
-  fleet::Comparison c = fleet::compare(obs);
-  std::vector<std::string> ids;
-  for (const Finding& f : c.findings) ids.push_back(f.rule);
-  rules::RuleSet rule_set = rules::RuleSet::builtin_subset(ids);
-  for (Finding& f : c.findings) rules::complete_from_rule(f, rule_set);
+  const fleet::Comparison c = fleet::compare(obs);
   if (common.format == OutputFormat::Json)
     std::fprintf(stdout, "%s\n", render::comparison_json(c, obs, src).dump(2).c_str());
   else

@@ -189,12 +189,51 @@ struct HangSample {
   std::vector<ProcessSample> processes;
 };
 
+// What `fleet` (the ranks of an MPI job) and `diff` (saved check reports)
+// found different between the members of one job. Members are named as the
+// reports name them: a holder list is the parts of "node[01-04], node07
+// (rank 9)", whole nodes compressed into host lists first.
+struct FleetFacts {
+  // A fact category that differs ("gpu-driver", "environment"...).
+  struct Category {
+    std::string name;
+    bool node_scope = false;  // facts of the machine (a node's ranks count once), else of a process
+    std::string description;  // "NVIDIA driver"
+    struct Value {
+      std::optional<std::string> value;  // nullopt: the key is absent
+      std::vector<std::string> holders;
+    };
+    struct Key {
+      std::string key;                         // "driver"
+      std::vector<Value> values;               // most holders first
+      std::optional<std::string> in_majority;  // the value of the most-held variant
+    };
+    std::vector<Key> keys;  // the keys whose values differ, by name
+    // The variants (distinct values of the whole category), most held first:
+    // the weight of each (its nodes for node facts, its members else), who
+    // holds the first, and who holds any other.
+    std::vector<size_t> weights;
+    std::vector<std::string> majority, minority;
+  };
+  bool ranks = false;  // the members are ranks (fleet), else reports (diff)
+  std::vector<Category> differing;
+  // Each node's measured clock offset from the first member's node, in node
+  // order (nodes without a measurement left out).
+  struct ClockOffset {
+    std::string node;
+    double seconds = 0;
+  };
+  std::vector<ClockOffset> clock_offsets;
+  std::string clock_reference;  // the first member's node
+};
+
 // Everything detection reads. A command fills what it gathered; a detector
 // whose facts are absent reports nothing.
 struct Facts {
   const hostfacts::Facts* host = nullptr;
   const gpu::GpuFacts* gpu = nullptr;  // GPUs, HCAs, interfaces, PCI topology, NCCL's variables
   std::vector<SimulatedProcess> simulated;
+  const FleetFacts* fleet = nullptr;
   std::vector<OpenMpProcess> openmp;
   std::vector<StaticTlsFailure> static_tls;
   std::optional<ThreadPools> threads;

@@ -1,16 +1,15 @@
 // compare.cc — from every member's group digests (and the values behind the
 // digests that differ) to what a person needs: which groups differ, which
-// keys inside them, which nodes or ranks hold each value, and one FLEET
-// finding per differing group with the majority as the fix. Node-level
+// keys inside them, which nodes or ranks hold each value, and the facts the
+// FLEET detectors read (src/detect/rules/FLEET00*.cc). Node-level
 // groups are described by node (a node's ranks count once); process-level
 // groups name ranks where only some of a node's ranks differ.
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 
 #include "fleet/fleet.h"
+#include "rules/rules.h"
 
 namespace mld::fleet {
 
@@ -94,14 +93,10 @@ size_t weight(const Comparison& c, Scope scope, const std::vector<size_t>& membe
   return nodes.size();
 }
 
-Severity rule_severity(std::string_view rule) {
-  return rule == "FLEET001" ? Severity::Error : Severity::Warning;
-}
-
 }  // namespace
 
-std::string describe_members(const Comparison& c, const Observations& obs,
-                             const std::vector<size_t>& members, size_t limit) {
+std::vector<std::string> member_parts(const Comparison& c, const Observations& obs,
+                                      const std::vector<size_t>& members) {
   std::set<size_t> wanted(members.begin(), members.end());
   std::vector<std::string> whole;    // nodes all of whose members are meant
   std::vector<std::string> partial;  // "node-a (ranks 1,3)"
@@ -127,13 +122,64 @@ std::string describe_members(const Comparison& c, const Observations& obs,
     else
       partial.push_back(name + " (" + labels + ")");
   }
-  // Whole nodes compress into host lists; the limit counts the list's parts.
+  // Whole nodes compress into host lists.
   std::vector<std::string> parts = host_list_parts(whole);
   parts.insert(parts.end(), partial.begin(), partial.end());
+  return parts;
+}
+
+std::string describe_members(const Comparison& c, const Observations& obs,
+                             const std::vector<size_t>& members, size_t limit) {
+  // The limit counts the host lists' parts.
+  std::vector<std::string> parts = member_parts(c, obs, members);
   std::string out;
   size_t shown = std::min(parts.size(), limit);
   for (size_t i = 0; i < shown; i++) out += (out.empty() ? "" : ", ") + parts[i];
   if (parts.size() > shown) out += " and " + std::to_string(parts.size() - shown) + " more";
+  return out;
+}
+
+detect::FleetFacts comparison_facts(const Comparison& c, const Observations& obs) {
+  detect::FleetFacts out;
+  if (obs.members.empty()) return out;
+  const std::vector<GroupSpec>& specs = group_specs();
+  out.ranks = obs.members.front().rank.has_value();
+  for (const GroupComparison& gc : c.groups) {
+    const GroupSpec& spec = specs[gc.group];
+    // Check's findings on each member are other rules' results, not facts.
+    if (!gc.differs() || spec.name == "findings") continue;
+    detect::FleetFacts::Category cat;
+    cat.name = std::string(spec.name);
+    cat.node_scope = spec.scope == Scope::Node;
+    cat.description = std::string(spec.title);
+    const Variant& major = gc.variants.front();
+    for (const KeyDifference& k : gc.keys) {
+      detect::FleetFacts::Category::Key key;
+      key.key = k.key;
+      for (const auto& [value, members] : k.values)
+        key.values.push_back({value, member_parts(c, obs, members)});
+      if (auto it = major.group->values.find(k.key); it != major.group->values.end())
+        key.in_majority = it->second;
+      cat.keys.push_back(std::move(key));
+    }
+    std::vector<size_t> minority;
+    for (const Variant& v : gc.variants) {
+      cat.weights.push_back(weight(c, spec.scope, v.members));
+      if (&v != &major) minority.insert(minority.end(), v.members.begin(), v.members.end());
+    }
+    std::sort(minority.begin(), minority.end());
+    cat.majority = member_parts(c, obs, major.members);
+    cat.minority = member_parts(c, obs, minority);
+    out.differing.push_back(std::move(cat));
+  }
+  // Clock offsets, per node (the offset of a node's first measured member).
+  for (const Node& n : c.nodes)
+    for (size_t m : n.members)
+      if (m < obs.clock_offset.size() && obs.clock_offset[m]) {
+        out.clock_offsets.push_back({node_display(n, obs), *obs.clock_offset[m]});
+        break;
+      }
+  out.clock_reference = node_display(c.nodes[c.node_of_member[0]], obs);
   return out;
 }
 
@@ -223,99 +269,17 @@ Comparison compare(const Observations& obs) {
     c.groups.push_back(std::move(gc));
   }
 
-  // The findings: one per differing group that has a rule.
-  auto value_text = [](const std::optional<std::string>& v) {
-    return v ? *v : std::string("(absent)");
-  };
-  for (const GroupComparison& gc : c.groups) {
-    const GroupSpec& spec = specs[gc.group];
-    if (!gc.differs() || spec.rule.empty()) continue;
-    Finding f;
-    f.rule = std::string(spec.rule);
-    f.severity = rule_severity(spec.rule);
-    f.subject = std::string(spec.name);
-    const bool ranks = obs.members.front().rank.has_value();
-    const char* who = spec.scope == Scope::Node ? "Nodes" : ranks ? "Ranks" : "Reports";
-    f.message = std::string(who) + " differ in " + std::string(spec.title);
-    if (!gc.keys.empty()) {
-      const KeyDifference& k = gc.keys.front();
-      std::string parts;
-      for (const auto& [value, members] : k.values)
-        parts += (parts.empty() ? "" : "; ") + value_text(value) + " on " +
-                 describe_members(c, obs, members, 4);
-      f.message += ": " + k.key + " is " + parts;
-      if (gc.keys.size() > 1) f.message += " (and " + std::to_string(gc.keys.size() - 1) + " more)";
-    }
-    const size_t evidence_keys = 12;
-    for (size_t i = 0; i < gc.keys.size() && i < evidence_keys; i++)
-      for (const auto& [value, members] : gc.keys[i].values)
-        f.evidence.push_back({gc.keys[i].key + " = " + value_text(value) + ": " +
-                              describe_members(c, obs, members)});
-    if (gc.keys.size() > evidence_keys)
-      f.evidence.push_back({std::to_string(gc.keys.size() - evidence_keys) +
-                            " more keys differ (--json lists them all)"});
-    // The majority is the likely intended state; the fix names it.
-    auto weight_of = [&](const Variant& v) { return weight(c, spec.scope, v.members); };
-    const Variant& major = gc.variants.front();
-    size_t total = 0;
-    for (const Variant& v : gc.variants) total += weight_of(v);
-    std::string target;
-    for (const KeyDifference& k : gc.keys) {
-      auto it = major.group->values.find(k.key);
-      target += (target.empty() ? "" : ", ") + k.key + " " +
-                (it == major.group->values.end() ? std::string("(absent)") : it->second);
-      if (target.size() > 300) {
-        target += ", …";
-        break;
-      }
-    }
-    std::vector<size_t> minority;
-    for (size_t i = 1; i < gc.variants.size(); i++)
-      minority.insert(minority.end(), gc.variants[i].members.begin(), gc.variants[i].members.end());
-    std::sort(minority.begin(), minority.end());
-    const char* unit = spec.scope == Scope::Node ? "nodes" : ranks ? "ranks" : "reports";
-    if (weight_of(major) > weight_of(gc.variants[1]))
-      f.fix = "Make " + describe_members(c, obs, minority) + " match the other " +
-              std::to_string(weight_of(major)) + " of " + std::to_string(total) + " " + unit +
-              ": " + target;
-    else
-      f.fix = "No value is held by a majority of the " + std::to_string(total) + " " + unit +
-              ": install or set the same on every one (" + describe_members(c, obs, major.members) +
-              " has " + target + ")";
-    c.findings.push_back(std::move(f));
+  // The findings: the FLEET detectors read what differs and the clocks.
+  const detect::FleetFacts fleet_facts = comparison_facts(c, obs);
+  if (fleet_facts.clock_offsets.size() > 1) {
+    auto by_offset = [](const auto& a, const auto& b) { return a.seconds < b.seconds; };
+    const auto [lo, hi] = std::minmax_element(fleet_facts.clock_offsets.begin(),
+                                              fleet_facts.clock_offsets.end(), by_offset);
+    c.max_clock_offset = hi->seconds - lo->seconds;
   }
-
-  // Clock offsets, per node (the offset of a node's first measured member).
-  std::vector<std::pair<size_t, double>> offsets;
-  for (size_t i = 0; i < c.nodes.size(); i++)
-    for (size_t m : c.nodes[i].members)
-      if (m < obs.clock_offset.size() && obs.clock_offset[m]) {
-        offsets.push_back({i, *obs.clock_offset[m]});
-        break;
-      }
-  if (offsets.size() > 1) {
-    double lo = offsets.front().second, hi = lo;
-    for (const auto& o : offsets) {
-      lo = std::min(lo, o.second);
-      hi = std::max(hi, o.second);
-    }
-    c.max_clock_offset = hi - lo;
-    if (*c.max_clock_offset > kClockOffsetLimit) {
-      Finding f;
-      f.rule = "FLEET006";
-      f.severity = Severity::Warning;
-      f.subject = "clocks";
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "The nodes' clocks are %.3f s apart", *c.max_clock_offset);
-      f.message = buf;
-      for (const auto& [node, off] : offsets) {
-        std::snprintf(buf, sizeof buf, "%+.3f s", off);
-        f.evidence.push_back({node_display(c.nodes[node], obs) + ": " + buf + " from " +
-                              node_display(c.nodes[c.node_of_member[0]], obs)});
-      }
-      c.findings.push_back(std::move(f));
-    }
-  }
+  detect::Facts facts;
+  facts.fleet = &fleet_facts;
+  c.findings = detect::findings(detect::run_detectors(facts), rules::RuleSet());
   std::stable_sort(c.findings.begin(), c.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.rule < b.rule;

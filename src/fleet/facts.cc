@@ -15,22 +15,22 @@ using nlohmann::json;
 
 const std::vector<GroupSpec>& group_specs() {
   static const std::vector<GroupSpec> specs = {
-      {"os", Scope::Node, "operating system, kernel and glibc", "FLEET003"},
-      {"gpu-driver", Scope::Node, "NVIDIA driver", "FLEET001"},
-      {"gpus", Scope::Node, "GPUs", "FLEET003"},
-      {"cpu", Scope::Node, "CPUs and NUMA nodes", "FLEET003"},
-      {"memory", Scope::Node, "memory and /dev/shm", "FLEET003"},
-      {"network", Scope::Node, "network interfaces", "FLEET004"},
-      {"infiniband", Scope::Node, "InfiniBand/RDMA devices", "FLEET004"},
-      {"libraries", Scope::Node, "native libraries (CUDA, NCCL, cuDNN, verbs, OpenMP)", "FLEET001"},
-      {"python", Scope::Process, "Python interpreter", "FLEET002"},
-      {"packages", Scope::Process, "key Python packages and torch's CUDA", "FLEET001"},
-      {"distributions", Scope::Process, "installed Python distributions", "FLEET002"},
-      {"imports", Scope::Process, "OpenMP runtimes and numba layer of the import set", "FLEET002"},
-      {"environment", Scope::Process, "native-layer environment variables", "FLEET005"},
-      {"limits", Scope::Process, "resource limits (memlock, nofile, nproc)", "FLEET005"},
-      {"cpu-binding", Scope::Process, "CPUs usable by each process", "FLEET005"},
-      {"findings", Scope::Process, "check's findings", ""},
+      {"os", Scope::Node, "operating system, kernel and glibc"},
+      {"gpu-driver", Scope::Node, "NVIDIA driver"},
+      {"gpus", Scope::Node, "GPUs"},
+      {"cpu", Scope::Node, "CPUs and NUMA nodes"},
+      {"memory", Scope::Node, "memory and /dev/shm"},
+      {"network", Scope::Node, "network interfaces"},
+      {"infiniband", Scope::Node, "InfiniBand/RDMA devices"},
+      {"libraries", Scope::Node, "native libraries (CUDA, NCCL, cuDNN, verbs, OpenMP)"},
+      {"python", Scope::Process, "Python interpreter"},
+      {"packages", Scope::Process, "key Python packages and torch's CUDA"},
+      {"distributions", Scope::Process, "installed Python distributions"},
+      {"imports", Scope::Process, "OpenMP runtimes and numba layer of the import set"},
+      {"environment", Scope::Process, "native-layer environment variables"},
+      {"limits", Scope::Process, "resource limits (memlock, nofile, nproc)"},
+      {"cpu-binding", Scope::Process, "CPUs usable by each process"},
+      {"findings", Scope::Process, "check's findings"},
   };
   return specs;
 }

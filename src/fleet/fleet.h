@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/base.h"
+#include "detect/detect.h"
 #include "findings/findings.h"
 
 namespace mld::check {
@@ -43,7 +44,6 @@ struct GroupSpec {
   std::string_view name;  // "gpu-driver": the group's id in JSON and the protocol
   Scope scope;
   std::string_view title;  // "NVIDIA driver"
-  std::string_view rule;   // the FLEET rule a difference raises; empty: findings
 };
 // Every group, in protocol order (a group's index is its number on the wire).
 const std::vector<GroupSpec>& group_specs();
@@ -145,20 +145,25 @@ struct Comparison {
   std::vector<std::string> tool_versions;  // distinct, in first-seen order
   // The largest clock offset between nodes (fleet), seconds.
   std::optional<double> max_clock_offset;
-  std::vector<Finding> findings;  // FLEET rules, errors first
+  std::vector<Finding> findings;  // the FLEET rules' findings, errors first
 };
 
-// Offsets beyond this are a finding (FLEET006).
-inline constexpr double kClockOffsetLimit = 1.0;
-
 // Throws std::logic_error when a differing group lacks a variant's details.
+// The findings are the fact detectors' over comparison_facts().
 Comparison compare(const Observations& obs);
+
+// What differs, as the detectors read it: each differing group with its
+// differing keys and their holders, and every node's clock offset.
+detect::FleetFacts comparison_facts(const Comparison& c, const Observations& obs);
 
 // "node-a, node-b" / "node[01-04], node07" for whole nodes, with
 // "(ranks 1,3)" / "(2 of 4 reports)" where only some of a node's members
 // are meant; at most `limit` entries, then "and N more".
 std::string describe_members(const Comparison& c, const Observations& obs,
                              const std::vector<size_t>& members, size_t limit = 8);
+// The parts of that description, all of them.
+std::vector<std::string> member_parts(const Comparison& c, const Observations& obs,
+                                      const std::vector<size_t>& members);
 // Slurm-style host list: "gpu[001-004,009],login1".
 std::string compress_host_list(std::vector<std::string> names);
 

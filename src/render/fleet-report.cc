@@ -178,7 +178,7 @@ void print_comparison(std::FILE* out, const fleet::Comparison& c, const fleet::O
   std::string same_node, same_process;
   for (const fleet::GroupComparison& gc : c.groups) {
     const fleet::GroupSpec& spec = specs[gc.group];
-    if (gc.differs() || gc.variants.empty() || spec.rule.empty()) continue;
+    if (gc.differs() || gc.variants.empty() || spec.name == "findings") continue;
     if (obs.members.size() - gc.not_recorded.size() < 2) continue;  // nothing to compare with
     std::string& list = spec.scope == fleet::Scope::Node ? same_node : same_process;
     list += (list.empty() ? "" : ", ") + std::string(spec.title);

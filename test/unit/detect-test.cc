@@ -13,12 +13,6 @@
 namespace mld {
 namespace {
 
-// Fact rules whose detection still lives in the module that gathers their
-// facts (issue 16 moves them here one module at a time). The list may only
-// shrink: a rule registered here must leave it.
-const std::set<std::string> kNotYetRegistered = {"FLEET001", "FLEET002", "FLEET003",
-                                                 "FLEET004", "FLEET005", "FLEET006"};
-
 TEST(DetectorRegistry, EveryDetectorHasAFactRule) {
   const rules::RuleSet& rules = rules::RuleSet::builtin();
   ASSERT_FALSE(detect::detectors().empty());
@@ -27,8 +21,6 @@ TEST(DetectorRegistry, EveryDetectorHasAFactRule) {
     ASSERT_NE(r, nullptr) << d.rule << " is registered but has no rules/" << d.rule << ".toml";
     EXPECT_FALSE(r->detector.empty()) << d.rule << " is a log rule (signatures), not a fact rule";
     EXPECT_FALSE(r->withdrawn) << d.rule;
-    EXPECT_EQ(kNotYetRegistered.count(d.rule), 0u)
-        << d.rule << " is registered: remove it from kNotYetRegistered";
   }
   for (size_t i = 1; i < detect::detectors().size(); i++)
     EXPECT_LT(std::string(detect::detectors()[i - 1].rule),
@@ -40,13 +32,8 @@ TEST(DetectorRegistry, EveryFactRuleHasADetector) {
   for (const detect::Detector& d : detect::detectors()) registered.insert(d.rule);
   for (const rules::Rule& r : rules::RuleSet::builtin().all()) {
     if (r.detector.empty() || r.withdrawn) continue;
-    EXPECT_TRUE(registered.count(r.id) || kNotYetRegistered.count(r.id))
+    EXPECT_TRUE(registered.count(r.id))
         << r.id << " is a fact rule without a detector in src/detect/rules/" << r.id << ".cc";
-  }
-  for (const std::string& id : kNotYetRegistered) {
-    const rules::Rule* r = rules::RuleSet::builtin().find(id);
-    ASSERT_NE(r, nullptr) << id;
-    EXPECT_FALSE(r->detector.empty()) << id;
   }
 }
 

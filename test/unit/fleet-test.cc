@@ -243,6 +243,33 @@ TEST(FleetProtocol, MalformedAndForeignMessagesAreRefused) {
   EXPECT_THROW(assemble(d, m, {encode_details(plan, 0, liar)}), ReportError);
 }
 
+TEST(FleetCompare, EveryFactGroupHasOneFleetRule) {
+  // The FLEET detectors name the groups they cover: each group but check's
+  // own findings raises exactly one of them when it differs.
+  std::map<std::string, std::string> rule_of;
+  for (const GroupSpec& spec : group_specs()) {
+    detect::FleetFacts fleet;
+    detect::FleetFacts::Category cat;
+    cat.name = std::string(spec.name);
+    cat.weights = {2, 1};
+    fleet.differing.push_back(cat);
+    detect::Facts facts;
+    facts.fleet = &fleet;
+    const detect::Detections found = detect::run_detectors(facts);
+    if (spec.name == "findings") {
+      EXPECT_TRUE(found.empty());
+      continue;
+    }
+    ASSERT_EQ(found.size(), 1u) << spec.name;
+    rule_of[cat.name] = found[0].rule;
+  }
+  EXPECT_EQ(rule_of["gpu-driver"], "FLEET001");
+  EXPECT_EQ(rule_of["distributions"], "FLEET002");
+  EXPECT_EQ(rule_of["memory"], "FLEET003");
+  EXPECT_EQ(rule_of["infiniband"], "FLEET004");
+  EXPECT_EQ(rule_of["cpu-binding"], "FLEET005");
+}
+
 TEST(FleetClock, ShortestRoundTripWins) {
   // Remote clock 10 s ahead; the second sample had the shortest round trip.
   std::vector<ClockSample> s = {
