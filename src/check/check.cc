@@ -284,7 +284,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   facts.gpu = &r.gpu;
   facts.jit = &r.jit;
   gather_native_facts(r, host, facts);
-  r.findings = detect::findings(detect::run_detectors(facts), rules::RuleSet());
+  r.findings = detect::findings(detect::run_detectors(facts),
+                                options.rules ? *options.rules : rules::RuleSet());
   // One finding that explains another hides it (`replaces` in the rule
   // files: GPU006 names the GPUs ENV009's repeated CUDA_VISIBLE_DEVICES
   // entry hides).

@@ -41,6 +41,9 @@ struct CheckOptions {
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // override of the detected release ("2.31")
   std::string cwd;                    // the job's directory (Megatron's fused_kernels/build)
+  // The rules findings take their severity and text from (--rules-dir);
+  // null: the builtin rules.
+  const rules::RuleSet* rules = nullptr;
 };
 
 // One OpenMP runtime the simulated process would hold.

@@ -21,27 +21,18 @@
 
 namespace mld::cli {
 
-namespace {
-
 using nlohmann::json;
 
-// A detector's finding carries its own message and fix; what it left empty
-// comes from its rule (title, fix text, env settings).
-void complete(std::vector<Finding>& findings, const rules::RuleSet& rules) {
-  for (Finding& f : findings) rules::complete_from_rule(f, rules);
-}
-
-}  // namespace
-
-// The check with its findings completed from the rules; nullopt when the
-// user's rules are unusable (already reported).
+// The check, its findings made with the user's rules when there are any;
+// nullopt when those rules are unusable (already reported).
 std::optional<check::CheckReport> checked_report(const CommonOptions& common,
                                                  const CheckOptions& opts, const host::Host& host) {
-  // The builtin rules of the findings only, unless the user adds rules.
   rules::RuleSet rule_set;
-  if (!common.rules_dir.empty() || common.no_builtin_rules)
-    if (!load_rules(common, rule_set)) return std::nullopt;
   check::CheckOptions co;
+  if (!common.rules_dir.empty() || common.no_builtin_rules) {
+    if (!load_rules(common, rule_set)) return std::nullopt;
+    co.rules = &rule_set;
+  }
   co.python = opts.python;
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
@@ -50,14 +41,7 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
     char buf[4096];
     if (getcwd(buf, sizeof buf)) co.cwd = buf;
   }
-  check::CheckReport r = check::run_check(host, co);
-  if (common.rules_dir.empty()) {
-    std::vector<std::string> ids;
-    for (const Finding& f : r.findings) ids.push_back(f.rule);
-    rule_set = rules::RuleSet::builtin_subset(ids);
-  }
-  complete(r.findings, rule_set);
-  return r;
+  return check::run_check(host, co);
 }
 
 int run_check(const CommonOptions& common, const CheckOptions& opts) {

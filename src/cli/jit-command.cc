@@ -75,8 +75,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   jit::JitReport r = jit::scan(host, jo);
   detect::Facts facts;
   facts.jit = &r;
-  std::vector<Finding> findings =
-      detect::findings(detect::run_detectors(facts), rules::RuleSet::builtin());
+  std::vector<Finding> findings = detect::findings(detect::run_detectors(facts), rules::RuleSet());
   // The locks' findings in the order of their build directories, then the
   // others (the builds, the toolchain) in rule order.
   auto order = [&](const Finding& f) {

@@ -71,14 +71,6 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   };
   if ((opts.logs || !common.rules_dir.empty() || common.no_builtin_rules) && !load_matcher())
     return 2;
-  // A detector's finding takes what it left empty from its rule.
-  auto complete = [&](std::vector<Finding>& findings) {
-    std::vector<std::string> ids;
-    for (const Finding& f : findings) ids.push_back(f.rule);
-    const rules::RuleSet subset =
-        full_rules ? rules::RuleSet() : rules::RuleSet::builtin_subset(ids);
-    for (Finding& f : findings) rules::complete_from_rule(f, full_rules ? rule_set : subset);
-  };
 
   std::string trace_dir, error;
   bool temporary = false;
@@ -100,8 +92,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   lo.on_hang = [&](const run::HangSample& s) {
     std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
     FindingList found;
-    run::analyse_hang(s, host, cwd, found);
-    complete(found.findings);
+    run::analyse_hang(s, host, cwd, full_rules ? &rule_set : nullptr, found);
     if (common.format != OutputFormat::Json) print_hang(out, found.findings, common);
     for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
   };
@@ -142,6 +133,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   ctx.status = lr.status;
   ctx.not_traced_reasons = lr.not_traced_reasons;
   ctx.child_pid = lr.started ? lr.pid : 0;
+  ctx.rules = full_rules ? &rule_set : nullptr;
   run::analyse(trace, ctx, found);
   // dlerror texts through the log rules: the knowledge base's explanations
   // of "cannot open shared object file", "version `GLIBCXX_…' not found".
@@ -164,7 +156,6 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     sc->finish();
     for (const logs::LogFinding* lf : sc->findings()) found.findings.push_back(lf->finding);
   }
-  complete(found.findings);
   // A finding that explains another hides it (`replaces`: TLS001 from the
   // trace says what the dlerror text's TLS010 says, with the fix).
   rules::drop_replaced(found.findings, full_rules ? rule_set : rules::RuleSet::builtin_subset([&] {

@@ -236,7 +236,8 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
   // The trace's own hazards first, then those other commands see too, then
   // what could not be seen: three sets of facts, each through the detectors.
   auto report = [&](const detect::Facts& facts) {
-    for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+    for (Finding& f :
+         detect::findings(detect::run_detectors(facts), ctx.rules ? *ctx.rules : rules::RuleSet()))
       sink.add(std::move(f));
   };
   detect::Facts own, shared;

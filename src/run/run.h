@@ -146,6 +146,9 @@ struct AnalysisContext {
   long child_pid = 0;                           // the command mldoctor started
   std::optional<ExitStatus> status;             // how it ended
   std::vector<std::string> not_traced_reasons;  // from the launch
+  // The rules findings take their severity and text from (--rules-dir);
+  // null: the builtin rules.
+  const rules::RuleSet* rules = nullptr;
 };
 
 // Findings of a finished (or hung) job, from the facts of its trace through
@@ -206,8 +209,9 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
 // on, as facts for the detectors (RUN002 with the sample as evidence and the
 // likely cause: a JIT lock no process holds, a lock held by another process,
 // a rendezvous; the locks' own findings after it).
+// `rules` as AnalysisContext::rules.
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
-                  FindingSink& sink);
+                  const rules::RuleSet* rules, FindingSink& sink);
 
 // ─── launch.cc ──────────────────────────────────────────────────────────────
 

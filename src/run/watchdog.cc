@@ -239,7 +239,7 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
 }
 
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
-                  FindingSink& sink) {
+                  const rules::RuleSet* rules, FindingSink& sink) {
   detect::Facts facts;
   facts.hang = &sample;
   // Known lock files: a torch extension build lock (seed 002).
@@ -252,7 +252,8 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   } catch (const std::exception& e) {
     facts.jit_error = e.what();
   }
-  std::vector<Finding> found = detect::findings(detect::run_detectors(facts), rules::RuleSet());
+  std::vector<Finding> found =
+      detect::findings(detect::run_detectors(facts), rules ? *rules : rules::RuleSet());
   // The hang first, then each lock's finding in the order of its build
   // directory.
   auto order = [&](const Finding& f) -> size_t {

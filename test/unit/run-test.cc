@@ -291,7 +291,7 @@ TEST(HangAnalysis, ConnectionWithoutAnswerIsTheCause) {
   ASSERT_EQ(s.processes[0].sockets.size(), 1u);
   EXPECT_EQ(s.processes[0].sockets[0], "tcp 127.0.0.1:41394 -> 10.0.0.9:29492 SYN_SENT");
   FindingList found;
-  analyse_hang(s, host, "/nonexistent", found);
+  analyse_hang(s, host, "/nonexistent", nullptr, found);
   ASSERT_FALSE(found.findings.empty());
   EXPECT_EQ(found.findings[0].rule, "RUN002");
   EXPECT_NE(
@@ -322,7 +322,7 @@ TEST(HangAnalysis, StaleBuildLockIsTheCauseAndLocksFollowInTheirOrder) {
   p.threads.push_back({5151, "python3", 'S', "hrtimer_nanosleep", "clock_nanosleep", {}});
   s.processes.push_back(p);
   FindingList found;
-  analyse_hang(s, host, "/nonexistent", found);
+  analyse_hang(s, host, "/nonexistent", nullptr, found);
   ASSERT_EQ(found.findings.size(), 3u);
   EXPECT_EQ(found.findings[0].rule, "RUN002");
   EXPECT_EQ(found.findings[0].subject, "pid 5151");
