@@ -148,7 +148,7 @@ std::vector<StackLibrary> find_stack_libraries(loader::Loader& loader) {
   std::vector<StackLibrary> out;
   for (const std::string& soname : stack_library_sonames()) {
     loader::Process process;
-    StackLibrary lib{soname, std::nullopt, std::nullopt};
+    StackLibrary lib{soname, std::nullopt, std::nullopt, std::nullopt};
     std::string error;
     std::vector<size_t> added;
     try {
@@ -213,9 +213,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   } else {
     r.glibc = loader::detect_glibc_version(host, config.system_dirs);
   }
-  if (r.glibc)
-    r.facts.host.glibc_version =
-        std::to_string(r.glibc->major) + "." + std::to_string(r.glibc->minor);
+  if (r.glibc) r.facts.host.glibc_version = loader::to_string(*r.glibc);
 
   std::optional<loader::Loader> loader;
   std::optional<loader::Process> start;

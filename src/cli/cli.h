@@ -104,6 +104,24 @@ struct RunOptions {
 // started command, except on a tool error before it).
 int run_run(const CommonOptions& common, const RunOptions& opts);
 
+// What one command line asks for, parsed and validated once (main.cc):
+// the command and the options of that command, each in its struct; main
+// dispatches on `command` once.
+enum class Command { Check, Fix, Fleet, Diff, Libs, Logs, Rules, Explain, Jit, Snapshot, Run };
+struct Invocation {
+  Command command = Command::Check;
+  CommonOptions common;
+  CheckOptions check;          // check, fix, fleet
+  std::string shell = "bash";  // fix: "bash" or "fish"
+  LibsOptions libs;
+  LogsOptions logs;
+  JitCliOptions jit;
+  SnapshotOptions snapshot;
+  RunOptions run;
+  std::vector<std::string> diff_paths;
+  std::string explain_id;
+};
+
 // The machine a command analyses: this one, or the tree of --root with its
 // own recorded environment when it is an unpacked snapshot.
 host::Host analysed_host(const CommonOptions& common);

@@ -39,17 +39,17 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   app.footer(footer + " run exits as the command it ran.");
 
   auto add_common = [this](CLI::App* sub) {
-    sub->add_option("--root", common.root,
+    sub->add_option("--root", in.common.root,
                     "analyse the tree mounted at DIR instead of this machine")
         ->check(CLI::ExistingDirectory)
         ->type_name(kValueDir);
     sub->add_flag("--json", json, "machine-readable output (schema in docs/json-schema.md)");
     sub->add_flag("--markdown", markdown, "Markdown output, for pasting into a bug report");
-    sub->add_option("--rules-dir", common.rules_dir,
+    sub->add_option("--rules-dir", in.common.rules_dir,
                     "add the rules (*.toml) in DIR to the builtin ones")
         ->check(CLI::ExistingDirectory)
         ->type_name(kValueDir);
-    sub->add_flag("--no-builtin-rules", common.no_builtin_rules,
+    sub->add_flag("--no-builtin-rules", in.common.no_builtin_rules,
                   "use only the rules of --rules-dir");
     sub->add_flag("--no-color", no_color, "no colour (also NO_COLOR)");
     sub->add_option("--fail-on", fail_on, "exit 1 when a finding reaches this severity")
@@ -70,7 +70,8 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                     "SLURM_*, OMPI_*)")
         ->check(CLI::Range(1, 4096))
         ->type_name("N");
-    sub->add_option("--glibc", check.glibc, "model this glibc release instead of the detected one")
+    sub->add_option("--glibc", in.check.glibc,
+                    "model this glibc release instead of the detected one")
         ->type_name("RELEASE");
     add_common(sub);
   };
@@ -85,7 +86,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
       "fix",
       "the environment settings that resolve check's findings, for eval \"$(mldoctor fix)\"");
   fix_cmd->group(kGroupPreflight);
-  fix_cmd->add_option("--shell", shell, "shell syntax")
+  fix_cmd->add_option("--shell", in.shell, "shell syntax")
       ->check(CLI::IsMember({"bash", "fish"}))
       ->type_name("SHELL");
   add_check_options(fix_cmd);
@@ -99,7 +100,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                                 "compare reports saved by `mldoctor check --json` on several "
                                 "machines: what differs, and where");
   diff_cmd->group(kGroupPreflight);
-  diff_cmd->add_option("REPORT", diff_paths, "two or more check --json reports")
+  diff_cmd->add_option("REPORT", in.diff_paths, "two or more check --json reports")
       ->required()
       ->type_name(kValueFile);
   add_common(diff_cmd);
@@ -111,41 +112,42 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                                "thread counts changed, hangs (mldoctor run [options] -- CMD ...)");
   run_cmd->group(kGroupDiagnose);
   run_cmd
-      ->add_option("--hang-timeout", run.hang_timeout,
+      ->add_option("--hang-timeout", in.run.hang_timeout,
                    "report a hang after S seconds without CPU progress, output or events")
       ->check(CLI::NonNegativeNumber)
       ->type_name("S");
-  run_cmd->add_flag("--kill-on-hang", run.kill_on_hang, "stop the job when a hang is reported");
+  run_cmd->add_flag("--kill-on-hang", in.run.kill_on_hang, "stop the job when a hang is reported");
   run_cmd
-      ->add_option("--trace-dir", run.trace_dir,
+      ->add_option("--trace-dir", in.run.trace_dir,
                    "keep the per-process event files in DIR (private, 0700)")
       ->type_name(kValueDir);
-  run_cmd->add_option("--report", run.report_file, "write the report to FILE instead of stderr")
+  run_cmd->add_option("--report", in.run.report_file, "write the report to FILE instead of stderr")
       ->type_name(kValueFile);
   run_cmd->add_flag(
-      "--logs", run.logs,
+      "--logs", in.run.logs,
       "pass the job's stdout/stderr through mldoctor and match them against the log rules "
       "(a terminal stays a terminal; a file becomes a pipe)");
-  run_cmd->add_option("command", run.argv, "the command and its arguments, after --")
+  run_cmd->add_option("command", in.run.argv, "the command and its arguments, after --")
       ->type_name(kValueProgram);
   add_common(run_cmd);
   logs_cmd = app.add_subcommand(
       "logs", "diagnose log files or a stream against the knowledge base (gzip is read as is)");
   logs_cmd->group(kGroupDiagnose);
-  logs_cmd->add_option("FILE", logs.paths, "log files; - or none: standard input")
+  logs_cmd->add_option("FILE", in.logs.paths, "log files; - or none: standard input")
       ->type_name(kValueFile);
-  logs_cmd->add_flag("--follow,-f", logs.follow, "keep reading as the file grows; report stalls");
+  logs_cmd->add_flag("--follow,-f", in.logs.follow,
+                     "keep reading as the file grows; report stalls");
   logs_cmd
-      ->add_option("--context,-C", logs.context, "lines of context around each first occurrence")
+      ->add_option("--context,-C", in.logs.context, "lines of context around each first occurrence")
       ->check(CLI::Range(0, 1000))
       ->type_name("N");
   logs_cmd
-      ->add_option("--stall", logs.stall_seconds,
+      ->add_option("--stall", in.logs.stall_seconds,
                    "--follow: seconds without output that count as a stall")
       ->check(CLI::Range(1.0, 86400.0))
       ->type_name("S");
   logs_cmd
-      ->add_option("--threads,-j", logs.threads,
+      ->add_option("--threads,-j", in.logs.threads,
                    "scanning threads (default: usable CPUs, at most 4)")
       ->check(CLI::Range(1, 64))
       ->type_name("N");
@@ -155,12 +157,12 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                                "kernels): stale locks, toolchain");
   jit_cmd->group(kGroupDiagnose);
   jit_cmd
-      ->add_option("--path", jit.paths,
+      ->add_option("--path", in.jit.paths,
                    "also look at this build root or build directory (repeatable)")
       ->type_name(kValueDir);
-  jit_cmd->add_flag("--fix", jit.fix,
+  jit_cmd->add_flag("--fix", in.jit.fix,
                     "remove stale locks (never one a live process holds); prints each action");
-  jit_cmd->add_flag("--dry-run", jit.dry_run,
+  jit_cmd->add_flag("--dry-run", in.jit.dry_run,
                     "with --fix: show what would be done, change nothing");
   jit_cmd->add_option("--python", jit_python, "the interpreter whose torch the builds are for")
       ->type_name(kValueProgram);
@@ -169,7 +171,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                                     "write the /proc, /sys, /etc files the checks read and the "
                                     "environment (secrets masked) to a new .tar.gz");
   snapshot_cmd->group(kGroupDiagnose);
-  snapshot_cmd->add_option("OUT", snapshot.out, "the archive to create (must not exist)")
+  snapshot_cmd->add_option("OUT", in.snapshot.out, "the archive to create (must not exist)")
       ->required()
       ->type_name(kValueFile);
   snapshot_cmd->add_option("--python", snapshot_python, "the interpreter check examines")
@@ -180,7 +182,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   libs_cmd = app.add_subcommand(
       "libs", "the loader's view of ELF files: dependency tree with provenance, and hazards");
   libs_cmd->group(kGroupInspect);
-  libs_cmd->add_option("PATH", libs.paths, "executables or shared objects")
+  libs_cmd->add_option("PATH", in.libs.paths, "executables or shared objects")
       ->required()
       ->type_name(kValueFile);
   libs_cmd
@@ -189,7 +191,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
       ->type_name("LIST");
   libs_cmd->add_flag("--tree", tree, "print the dependency tree");
   libs_cmd
-      ->add_option("--glibc", libs.glibc, "model this glibc release instead of the detected one")
+      ->add_option("--glibc", in.libs.glibc, "model this glibc release instead of the detected one")
       ->type_name("RELEASE");
   add_common(libs_cmd);
 
@@ -199,7 +201,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   add_common(rules_cmd);
   explain_cmd = app.add_subcommand("explain", "print one rule: cause, fix, references");
   explain_cmd->group(kGroupRules);
-  explain_cmd->add_option("ID", explain_id, "rule id, e.g. OMP010")->required()->type_name("ID");
+  explain_cmd->add_option("ID", in.explain_id, "rule id, e.g. OMP010")->required()->type_name("ID");
   add_common(explain_cmd);
 }
 

@@ -28,23 +28,16 @@ struct CommandLine {
 
   CLI::App app{"mldoctor: finds, explains and fixes the native-layer failures of Python ML jobs"};
 
-  // Values the options write, validated by main.cc into the option structs.
-  CommonOptions common;
+  // The options write into `in` where a value is final as given, else
+  // into the raw values below, which main.cc validates into `in`.
+  Invocation in;
   bool json = false, no_color = false, markdown = false, tree = false;
   std::string fail_on = "error";
-  LibsOptions libs;
   std::string load_order;
-  LogsOptions logs;
-  CheckOptions check;
-  std::string imports, python, shell = "bash";
+  std::string imports, python;
   u32 ranks_per_node = 0;
-  JitCliOptions jit;
   std::string jit_python;
-  SnapshotOptions snapshot;
   std::string snapshot_python;
-  RunOptions run;
-  std::vector<std::string> diff_paths;
-  std::string explain_id;
 
   CLI::App *libs_cmd = nullptr, *logs_cmd = nullptr, *check_cmd = nullptr, *fix_cmd = nullptr,
            *jit_cmd = nullptr, *snapshot_cmd = nullptr, *run_cmd = nullptr, *fleet_cmd = nullptr,

@@ -29,20 +29,7 @@ using loader::Object;
 using loader::Process;
 using nlohmann::json;
 
-std::string version_string(GlibcVersion v) {
-  return std::to_string(v.major) + "." + std::to_string(v.minor);
-}
-
-// The machine and class an input is built for, read from its ELF header; the
-// model uses the loader of that architecture (an i386 program is loaded by
-// the i386 ld.so, with its own search directories).
-struct Target {
-  u16 machine = elf::EM_X86_64;
-  bool is_64 = true;
-  bool operator<(const Target& o) const {
-    return machine != o.machine ? machine < o.machine : is_64 < o.is_64;
-  }
-};
+using Target = elf::ElfTarget;
 
 std::optional<Target> target_of(const host::Host& host, const std::string& path,
                                 std::string* error) {
@@ -54,13 +41,8 @@ std::optional<Target> target_of(const host::Host& host, const std::string& path,
     if (!head) host.map(path);
     ByteView v =
         head ? ByteView(reinterpret_cast<const u8*>(head->data()), head->size()) : ByteView();
-    if (!elf::has_elf_magic(v) || v.size() < 20) {
-      *error = path + ": not an ELF file";
-      return std::nullopt;
-    }
-    Target t;
-    t.is_64 = v.u8_at(4) == 2;
-    t.machine = v.u16_at(18, v.u8_at(5) == 2);
+    std::optional<Target> t = elf::elf_target(v);
+    if (!t) *error = path + ": not an ELF file";
     return t;
   } catch (const std::exception& e) {
     *error = e.what();
@@ -187,7 +169,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
              {"loaded", st.loaded}});
       }
       load_order_json = {
-          {"glibc", version_string(first_session->glibc)},
+          {"glibc", loader::to_string(first_session->glibc)},
           {"surplus", seq.surplus},
           {"static_size", seq.static_size},
           {"startup_used", seq.startup_used},
@@ -198,7 +180,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       std::fprintf(out,
                    "\ndlopen() from %s (glibc %s, static TLS %llu bytes, %llu used at startup, "
                    "surplus %llu):\n",
-                   first_path.c_str(), version_string(first_session->glibc).c_str(),
+                   first_path.c_str(), loader::to_string(first_session->glibc).c_str(),
                    static_cast<unsigned long long>(seq.static_size),
                    static_cast<unsigned long long>(seq.startup_used),
                    static_cast<unsigned long long>(seq.surplus));
@@ -226,7 +208,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       loaders.push_back(
           {{"machine", std::string(elf::machine_name(t.machine))},
            {"class", t.is_64 ? 64 : 32},
-           {"glibc", version_string(s.glibc)},
+           {"glibc", loader::to_string(s.glibc)},
            {"system_dirs", s.config.system_dirs},
            {"hwcaps_subdirs", s.config.hwcaps_subdirs},
            {"ld_library_path",

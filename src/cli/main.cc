@@ -1,78 +1,109 @@
-// main.cc — entry point: parses with the option table (command-line.h),
-// validates the values into the option structs of cli.h, dispatches to the
-// command, and maps failures to exit status 2 with a one-line
+// main.cc — entry point, in two steps as ripgrep's main: the command line is
+// parsed with the option table (command-line.h) and validated once into one
+// Invocation (the values normalised: output format, colour, comma lists, the
+// log scanner's threads), then dispatched once on its command. A bad command
+// line and any failure of the tool end with exit status 2 and a one-line
 // "mldoctor: error:" message.
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <variant>
 
 #include "cli/command-line.h"
 
-int main(int argc, char** argv) {
-  using namespace mld;
-  using namespace mld::cli;
-  CommandLine cl(version_text);
-  CLI::App& app = cl.app;
+namespace mld::cli {
+namespace {
 
+// The Invocation of argv, or the exit status when there is nothing to run
+// (--help, --version: 0) or the command line is wrong (2, reported).
+std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
+  CommandLine cl(version_text);
   try {
-    app.parse(argc, argv);
+    cl.app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
+    const int rc = cl.app.exit(e);
     return rc == 0 ? 0 : 2;
-  }
-  cl.common.fail_on = *parse_severity(cl.fail_on);
-  if (cl.logs.threads == 0) {
-    cpu_set_t set;
-    unsigned usable =
-        sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
-    cl.logs.threads = std::clamp(usable, 1u, 4u);
   }
   if (cl.json && cl.markdown) {
     print_error("--json and --markdown exclude each other");
     return 2;
   }
-  cl.common.format = cl.json       ? OutputFormat::Json
+  if (*cl.jit_cmd && cl.in.jit.dry_run && !cl.in.jit.fix) {
+    print_error("--dry-run goes with --fix");
+    return 2;
+  }
+
+  Invocation& in = cl.in;
+  const std::pair<CLI::App*, Command> commands[] = {
+      {cl.check_cmd, Command::Check}, {cl.fix_cmd, Command::Fix},
+      {cl.fleet_cmd, Command::Fleet}, {cl.diff_cmd, Command::Diff},
+      {cl.libs_cmd, Command::Libs},   {cl.logs_cmd, Command::Logs},
+      {cl.rules_cmd, Command::Rules}, {cl.explain_cmd, Command::Explain},
+      {cl.jit_cmd, Command::Jit},     {cl.snapshot_cmd, Command::Snapshot},
+      {cl.run_cmd, Command::Run}};
+  const auto chosen = std::find_if(std::begin(commands), std::end(commands),
+                                   [](const auto& c) { return c.first->parsed(); });
+  if (chosen == std::end(commands)) return 2;  // require_subcommand(1) rules this out
+  in.command = chosen->second;
+
+  in.common.fail_on = *parse_severity(cl.fail_on);
+  in.common.format = cl.json       ? OutputFormat::Json
                      : cl.markdown ? OutputFormat::Markdown
                      : cl.tree     ? OutputFormat::Tree
                                    : OutputFormat::Text;
-  cl.common.color = !cl.no_color && !std::getenv("NO_COLOR") && isatty(STDOUT_FILENO);
-  if (!cl.python.empty()) cl.check.python = cl.python;
-  if (cl.ranks_per_node) cl.check.ranks_per_node = cl.ranks_per_node;
-  cl.check.imports = split_commas(cl.imports);
-  cl.libs.load_order = split_commas(cl.load_order);
+  const bool color_wanted = !cl.no_color && !std::getenv("NO_COLOR");
+  // `run` reports on stderr (or --report FILE): colour follows that stream.
+  if (in.command == Command::Run)
+    in.common.color = color_wanted && in.run.report_file.empty() && isatty(STDERR_FILENO);
+  else
+    in.common.color = color_wanted && isatty(STDOUT_FILENO);
+
+  if (!cl.python.empty()) in.check.python = cl.python;
+  if (cl.ranks_per_node) in.check.ranks_per_node = cl.ranks_per_node;
+  in.check.imports = split_commas(cl.imports);
+  in.libs.load_order = split_commas(cl.load_order);
+  if (in.logs.threads == 0) {
+    cpu_set_t set;
+    const unsigned usable =
+        sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
+    in.logs.threads = std::clamp(usable, 1u, 4u);
+  }
+  if (!cl.jit_python.empty()) in.jit.python = cl.jit_python;
+  if (!cl.snapshot_python.empty()) in.snapshot.python = cl.snapshot_python;
+  return std::move(in);
+}
+
+// Runs the command of `in`; argc/argv go to MPI_Init in `fleet`.
+int dispatch(const Invocation& in, int* argc, char*** argv) {
+  switch (in.command) {
+    case Command::Check: return run_check(in.common, in.check);
+    case Command::Fix: return run_fix(in.common, in.check, in.shell);
+    case Command::Fleet: return run_fleet(in.common, in.check, argc, argv);
+    case Command::Diff: return run_diff(in.common, in.diff_paths);
+    case Command::Libs: return run_libs(in.common, in.libs);
+    case Command::Logs: return run_logs(in.common, in.logs);
+    case Command::Rules: return run_rules(in.common);
+    case Command::Explain: return run_explain(in.common, in.explain_id);
+    case Command::Jit: return run_jit(in.common, in.jit);
+    case Command::Snapshot: return run_snapshot(in.common, in.snapshot);
+    case Command::Run: return run_run(in.common, in.run);
+  }
+  return 2;
+}
+
+}  // namespace
+}  // namespace mld::cli
+
+int main(int argc, char** argv) {
+  using namespace mld::cli;
+  std::variant<Invocation, int> parsed = parse_invocation(argc, argv);
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
   try {
-    if (*cl.jit_cmd) {
-      if (cl.jit.dry_run && !cl.jit.fix) {
-        print_error("--dry-run goes with --fix");
-        return 2;
-      }
-      if (!cl.jit_python.empty()) cl.jit.python = cl.jit_python;
-      return run_jit(cl.common, cl.jit);
-    }
-    if (*cl.snapshot_cmd) {
-      if (!cl.snapshot_python.empty()) cl.snapshot.python = cl.snapshot_python;
-      return run_snapshot(cl.common, cl.snapshot);
-    }
-    if (*cl.run_cmd) {
-      if (!cl.run.report_file.empty() || !isatty(STDERR_FILENO))
-        cl.common.color = false;
-      else
-        cl.common.color = !cl.no_color && !std::getenv("NO_COLOR");
-      return run_run(cl.common, cl.run);
-    }
-    if (*cl.check_cmd) return run_check(cl.common, cl.check);
-    if (*cl.fix_cmd) return run_fix(cl.common, cl.check, cl.shell);
-    if (*cl.fleet_cmd) return run_fleet(cl.common, cl.check, &argc, &argv);
-    if (*cl.diff_cmd) return run_diff(cl.common, cl.diff_paths);
-    if (*cl.libs_cmd) return run_libs(cl.common, cl.libs);
-    if (*cl.logs_cmd) return run_logs(cl.common, cl.logs);
-    if (*cl.rules_cmd) return run_rules(cl.common);
-    if (*cl.explain_cmd) return run_explain(cl.common, cl.explain_id);
+    return dispatch(std::get<Invocation>(parsed), &argc, &argv);
   } catch (const std::exception& e) {
     print_error(e.what());
     return 2;
   }
-  return 2;
 }

@@ -52,10 +52,12 @@ inline void detect_fleet_differences(const Facts& facts, Detections& out,
     for (size_t i = 0; i < c.keys.size() && i < evidence_keys; i++)
       for (const FleetFacts::Category::Value& v : c.keys[i].values)
         d.evidence.push_back(
-            {c.keys[i].key + " = " + value_text(v.value) + ": " + fleet_holders(v.holders)});
+            {c.keys[i].key + " = " + value_text(v.value) + ": " + fleet_holders(v.holders), "",
+             std::nullopt});
     if (c.keys.size() > evidence_keys)
       d.evidence.push_back({std::to_string(c.keys.size() - evidence_keys) +
-                            " more keys differ (--json lists them all)"});
+                                " more keys differ (--json lists them all)",
+                            "", std::nullopt});
     size_t total = 0;
     for (size_t w : c.weights) total += w;
     std::string target;

@@ -186,6 +186,11 @@ bool has_elf_magic(ByteView bytes) {
          bytes.data()[2] == 'L' && bytes.data()[3] == 'F';
 }
 
+std::optional<ElfTarget> elf_target(ByteView head) {
+  if (!has_elf_magic(head) || head.size() < 20) return std::nullopt;
+  return ElfTarget{head.u16_at(18, head.u8_at(5) == 2), head.u8_at(4) == 2};
+}
+
 // Short names in the style of binutils' readelf "Machine:" line, for the
 // machines a Linux user meets; the rest are "unknown machine" (the caller
 // prints the number alongside when it matters).

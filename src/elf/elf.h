@@ -234,6 +234,16 @@ class ElfFile {
 // Cheap check used before parsing: does the input start with \x7fELF?
 bool has_elf_magic(ByteView bytes);
 
+// The machine and class an ELF file is built for, from its first 20 bytes
+// (e_ident and e_machine in the file's byte order); nullopt when they are
+// not an ELF header.
+struct ElfTarget {
+  u16 machine = EM_X86_64;
+  bool is_64 = true;
+  auto operator<=>(const ElfTarget&) const = default;
+};
+std::optional<ElfTarget> elf_target(ByteView head);
+
 // Human-readable machine name ("x86-64", "AArch64") for messages.
 std::string_view machine_name(u16 e_machine);
 

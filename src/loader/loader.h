@@ -35,6 +35,8 @@ struct GlibcVersion {
 };
 // Parses "2.36" (and "2.36.9000"); nullopt when malformed.
 std::optional<GlibcVersion> parse_glibc_version(std::string_view s);
+// "2.36".
+std::string to_string(GlibcVersion g);
 
 // ─── ld-cache.cc ────────────────────────────────────────────────────────────
 // glibc sysdeps/generic/dl-cache.h and elf/dl-cache.c.

@@ -80,9 +80,13 @@ constexpr RtldTunable kRtldTunables[] = {
     {"glibc.rtld.execstack", {2, 41}},
 };
 
-std::string version_text(GlibcVersion g) {
+}  // namespace
+
+std::string to_string(GlibcVersion g) {
   return std::to_string(g.major) + "." + std::to_string(g.minor);
 }
+
+namespace {
 
 // elf/dl-misc.c _dl_strtoul: blanks, a sign, then 0x.. hex, 0.. octal or
 // decimal; stops at the first other character; saturates at UINT64_MAX; a
@@ -191,7 +195,7 @@ std::vector<std::string> StaticTlsParams::apply_tunables(std::string_view value)
   std::vector<std::string> notes;
   if (glibc < GlibcVersion{2, 26}) {
     if (!value.empty())
-      notes.push_back("glibc " + version_text(glibc) +
+      notes.push_back("glibc " + to_string(glibc) +
                       " has no GLIBC_TUNABLES (added in 2.26); ignored");
     return notes;
   }
@@ -231,7 +235,7 @@ std::vector<std::string> StaticTlsParams::apply_tunables(std::string_view value)
     p++;
   }
   if (invalid) {
-    notes.push_back("GLIBC_TUNABLES is malformed; glibc " + version_text(glibc) +
+    notes.push_back("GLIBC_TUNABLES is malformed; glibc " + to_string(glibc) +
                     " prints \"invalid GLIBC_TUNABLES\" and ignores all of it");
     return notes;
   }
@@ -253,12 +257,12 @@ std::vector<std::string> StaticTlsParams::apply_tunables(std::string_view value)
       if (t.name == it.name) known = &t;
     if (!known) {
       if (it.name.substr(0, 11) == "glibc.rtld.")
-        notes.push_back(item + ": not a tunable of glibc " + version_text(glibc) + "; ignored");
+        notes.push_back(item + ": not a tunable of glibc " + to_string(glibc) + "; ignored");
       continue;
     }
     if (glibc < known->since) {
       notes.push_back(item + ": " + std::string(it.name) + " exists only from glibc " +
-                      version_text(known->since) + "; ignored");
+                      to_string(known->since) + "; ignored");
       continue;
     }
     bool is_nns = it.name == "glibc.rtld.nns";

@@ -33,7 +33,8 @@ MLD_DETECTOR(FLEET006) {
   d.message = buf;
   for (const detect::FleetFacts::ClockOffset& o : offsets) {
     std::snprintf(buf, sizeof buf, "%+.3f s", o.seconds);
-    d.evidence.push_back({o.node + ": " + buf + " from " + facts.fleet->clock_reference});
+    d.evidence.push_back(
+        {o.node + ": " + buf + " from " + facts.fleet->clock_reference, "", std::nullopt});
   }
   out.push_back(std::move(d));
 }
