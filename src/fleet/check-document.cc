@@ -51,6 +51,7 @@ json imports_json(const check::CheckReport& r) {
     if (i < s.sequence.steps.size()) {
       j["ok"] = s.sequence.steps[i].ok;
       if (!s.sequence.steps[i].ok) j["error"] = s.sequence.steps[i].error;
+      j["loaded"] = s.sequence.steps[i].loaded;
     }
     steps.push_back(std::move(j));
   }
@@ -60,8 +61,18 @@ json imports_json(const check::CheckReport& r) {
                    {"soname", rt.soname},
                    {"path", rt.path},
                    {"loaded_by", rt.brought_by}});
+  // The objects the replayed process ends with (what /proc/self/maps of a
+  // real import shows), each with the step that brought it.
+  json objects = json::array();
+  for (size_t i = 0; i < s.process.objects.size(); i++) {
+    const loader::Object& o = s.process.objects[i];
+    if (o.faked || o.removed) continue;
+    objects.push_back({{"path", o.path},
+                       {"loaded_by", i < s.loaded_by.size() ? json(s.loaded_by[i]) : json(nullptr)}});
+  }
   return {{"program", s.program},
           {"steps", steps},
+          {"objects", objects},
           {"openmp_runtimes", omp},
           {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
           {"static_tls",
