@@ -67,8 +67,9 @@ json imports_json(const check::CheckReport& r) {
   for (size_t i = 0; i < s.process.objects.size(); i++) {
     const loader::Object& o = s.process.objects[i];
     if (o.faked || o.removed) continue;
-    objects.push_back({{"path", o.path},
-                       {"loaded_by", i < s.loaded_by.size() ? json(s.loaded_by[i]) : json(nullptr)}});
+    objects.push_back(
+        {{"path", o.path},
+         {"loaded_by", i < s.loaded_by.size() ? json(s.loaded_by[i]) : json(nullptr)}});
   }
   return {{"program", s.program},
           {"steps", steps},

@@ -476,7 +476,9 @@ def conda_glibcxx_env(t, need="GLIBCXX_3.4.32"):
     libstdcxx-ng 13.2 has GLIBCXX_3.4.32), conda-meta/libstdcxx-ng-*.json
     listing it; site-packages/cxxpkg/_ext<EXT> needs NEED with RUNPATH
     $ORIGIN/../../../ (the prefix's lib/); site-packages/cxxnorp/_ext<EXT>
-    the same need without RUNPATH (a system python with a conda package)."""
+    the same need without RUNPATH (a system python with a conda package);
+    cxxtop<EXT> (RUNPATH $ORIGIN/../..) and cxxtopnorp<EXT>: the same as
+    top-level single-file modules."""
     prefix = os.path.join(t, "conda")
     python, site = make_venv(prefix)
     lib = os.path.join(prefix, "lib")
@@ -504,6 +506,12 @@ def conda_glibcxx_env(t, need="GLIBCXX_3.4.32"):
         mods[pkg] = build_ext(os.path.join(site, pkg, "_ext" + ext_suffix()), "_ext", body=body,
                               runpath=rp, needed=["-L" + os.path.dirname(stub), "-l:libstdc++.so.6"])
         install_dist(site, pkg, "0.1", rel_files(site, pkg), [pkg], installer="conda")
+    # The same two as single-file top-level modules (what check's import
+    # table resolves without RECORD): RUNPATH $ORIGIN/../.. is P/lib.
+    for name, rp in (("cxxtop", "$ORIGIN/../.."), ("cxxtopnorp", None)):
+        mods[name] = build_ext(os.path.join(site, name + ext_suffix()), name, body=body, runpath=rp,
+                               needed=["-L" + os.path.dirname(stub), "-l:libstdc++.so.6"])
+        install_dist(site, name, "0.1", [name + ext_suffix()], [name], installer="conda")
     return dict(root=prefix, python=python, site=site, lib=lib, libstdcxx=real, modules=mods)
 
 
