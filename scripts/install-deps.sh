@@ -17,6 +17,7 @@ test_pkgs=(
   python3 patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 clang-format-14 libclang-rt-14-dev lld-14 util-linux
   python3-torch python3-numba python3-opencv python3-numpy
+  python3-scipy python3-sklearn python3-faiss
   libtorch-dev pybind11-dev python3-dev
   groff-base man-db zsh fish
 )

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+# labels: slow scenario
+"""The import table (src/pyenv/import-set.cc, load_table()) against the real
+loads of `import X` on this machine, for every entry X of the table.
+
+Oracle: /usr/bin/python3 runs `import X` (for numba also a parallel function,
+since numba's threading layer is loaded at the first parallel call, not at
+import) under LD_DEBUG=files. Every "file=P [0];  dynamically loaded by ..."
+line of the interpreter's process is one real dlopen() (extension modules
+and ctypes loads alike), in the order glibc performed them; the "needed by"
+lines after it are what that dlopen brought into the process.
+
+Prediction: `mldoctor check --python /usr/bin/python3 --import X --json`,
+its imports.steps (the table's replay), in the same environment.
+
+"Drift" means any of:
+  1. a step of the replay that the real import does not dlopen at all (the
+     table names a load that does not happen: its loader consequences, TLS,
+     runtimes, are predicted for nothing);
+  2. two steps of the replay that the real import dlopens in the opposite
+     order (the first OpenMP runtime loaded and the first static-TLS user that
+     does not fit depend on order, so the relative order must be the real one);
+  3. a real dlopen that brings a native runtime (OpenMP, BLAS/LAPACK, CUDA,
+     TBB: the dlopened object itself or an object it newly loads) that is not a
+     step of the replay (the table misses the load that brings the runtimes the
+     rules reason about).
+The table MAY omit loads that bring no runtime (the interpreter's own
+lib-dynload modules, psutil, yaml, most of scipy's modules): the replay is
+meant to be the subsequence that matters to the loader rules, not a full
+re-enactment of the import. Order is compared only between replay steps.
+
+No vacuous pass: an entry X that /usr/bin/python3 can import must have a
+non-empty replay and a non-empty real dlopen sequence. An entry that cannot be
+imported here has no oracle: the test fails unless X is in NO_ORACLE below,
+the explicit list of entries the table keeps without a real oracle on this
+machine kind; an entry of NO_ORACLE that is importable here is verified like
+any other, and one that left the table fails as a stale list.
+A drift prints BOTH sequences: the replay, and the real dlopens (with what
+each brought) where `*` marks a real load that is a replay step and `!` a
+load that brings a runtime.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from mldtest import MLDOCTOR, check, fail, finish  # noqa: E402
+from scenarios import PY, has_modules, scenario_env  # noqa: E402
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "pyenv",
+                   "import-set.cc")
+
+# Entries of load_table() that no Debian package of this machine's release
+# provides (checked with apt-cache for bookworm main: no python3-tensorflow,
+# python3-jax, python3-jaxlib, python3-mkl / mkl-service, python3-triton,
+# python3-deepspeed), so their table rows have no real import to be checked
+# against here. Each name listed is a decision to keep an unverified row;
+# removing the row lets the generic RECORD-based inference handle the package.
+NO_ORACLE = {
+    "tensorflow",  # pip only (tensorflow / tensorflow-cpu wheels)
+    "jaxlib",      # pip only
+    "jax",         # pip only
+    "mkl",         # mkl-service: pip/conda only
+    "triton",      # pip only (comes with torch 2.x wheels)
+    "deepspeed",   # pip only
+}
+
+# The real program per entry: the import, plus what triggers a lazy load the
+# table lists (numba's threading layer at the first parallel call).
+PROGRAMS = {
+    "numba": ("import numba, numpy\n"
+              "@numba.njit(parallel=True)\n"
+              "def f(a):\n"
+              "    s = 0.0\n"
+              "    for i in numba.prange(a.shape[0]):\n"
+              "        s += a[i]\n"
+              "    return s\n"
+              "assert f(numpy.ones(64)) == 64.0\n"),
+}
+
+# Native runtimes the loader rules reason about (by file name).
+RUNTIME = re.compile(
+    r"^lib(gomp|omp|iomp5|blas|cblas|openblas\w*|lapack|blis\w*|flexiblas|mkl_\w+|tbb\w*"
+    r"|cudart|cuda|cublas\w*|cudnn\w*|nccl|cufft\w*|curand|cusparse\w*|cusolver\w*|nvrtc\w*)"
+    r"([-.].*)?$")
+
+LINE = re.compile(r"^\s*(\d+):\s+file=(\S+) \[(\d+)\];\s+(dynamically loaded|needed) by (\S+)")
+
+
+def table_entries():
+    """The import names of load_table(), read from its source: the test
+    follows the table as it changes."""
+    with open(SRC) as f:
+        text = f.read()
+    start = text.find("load_table()")
+    end = text.find("return table;", start)
+    if start < 0 or end < 0:
+        fail("cannot find load_table() in %s" % SRC)
+        return []
+    return re.findall(r'^\s*\{"([\w.]+)",', text[start:end], re.M)
+
+
+def is_runtime(name):
+    return bool(RUNTIME.match(os.path.basename(name)))
+
+
+def real_loads(program, env):
+    """[{path, by, brought: [names]}] for every dlopen() of the interpreter's
+    process, in order, from LD_DEBUG=files; None when the program failed."""
+    e = dict(env, LD_DEBUG="files")
+    p = subprocess.run([PY, "-c", program], env=e, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        tail = "\n".join(l for l in p.stderr.splitlines() if not LINE.match(l)
+                         and not re.match(r"^\s*\d+:", l))
+        fail("the real program failed (exit %d):\n%s\nstderr (without the loader's lines):\n%s"
+             % (p.returncode, program, tail[-3000:]))
+        return None
+    pid, loads = None, []
+    for line in p.stderr.splitlines():
+        m = LINE.match(line)
+        if not m or m.group(3) != "0":
+            continue
+        if pid is None:
+            pid = m.group(1)  # the first loader line is the interpreter's own startup
+        if m.group(1) != pid:
+            continue
+        if m.group(4) == "dynamically loaded":
+            loads.append({"path": m.group(2), "by": m.group(5), "brought": []})
+        elif loads and not line.rstrip().endswith("(relocation dependency)"):
+            loads[-1]["brought"].append(m.group(2))
+    return loads
+
+
+def same_object(real_path, step_path):
+    if os.path.isabs(real_path):
+        return os.path.realpath(real_path) == os.path.realpath(step_path)
+    return os.path.basename(step_path) == real_path  # a dlopen by bare soname
+
+
+def show(steps, loads, marks):
+    out = ["  replay (check --import, imports.steps):"]
+    for i, s in enumerate(steps):
+        out.append("    %2d. %s %s" % (i + 1, s.get("module") or "(library)", s.get("path")))
+    if not steps:
+        out.append("    (none)")
+    out.append("  real dlopen() sequence (LD_DEBUG=files; * = replay step, ! = brings a runtime):")
+    for i, l in enumerate(loads):
+        rts = [b for b in [l["path"]] + l["brought"] if is_runtime(b)]
+        out.append("    %3d. %s%s %s%s" % (i + 1, "*" if i in marks else " ", "!" if rts else " ",
+                                          l["path"], "  [brings %s]" % ", ".join(rts) if rts else ""))
+    if not loads:
+        out.append("    (none)")
+    return "\n".join(out)
+
+
+def verify(name, env):
+    program = PROGRAMS.get(name, "import %s\n" % name)
+    t0 = time.monotonic()
+    loads = real_loads(program, env)
+    p = subprocess.run([MLDOCTOR, "check", "--python", PY, "--import", name, "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        fail("check --import %s: exit %d, no JSON\n%s" % (name, p.returncode, p.stderr[-2000:]))
+        return
+    if loads is None:
+        return
+    steps = [s for s in (doc.get("imports") or {}).get("steps") or [] if s.get("import") == name]
+    print("%s: %d replay steps, %d real dlopens (%.1f s)"
+          % (name, len(steps), len(loads), time.monotonic() - t0))
+    problems = []
+    if not steps:
+        problems.append("check replays nothing for `import %s`, which /usr/bin/python3 imports" % name)
+    if not loads:
+        problems.append("the real `import %s` dlopened nothing: no oracle" % name)
+
+    # 1. every replay step is a real dlopen; 2. in the same relative order.
+    where = []
+    for s in steps:
+        idx = [i for i, l in enumerate(loads) if same_object(l["path"], s.get("path", ""))]
+        if not idx:
+            problems.append("replay step %s (%s) is never dlopened by the real import"
+                            % (s.get("module") or "(library)", s.get("path")))
+        else:
+            where.append((idx[0], s))
+    for (i, a), (j, b) in zip(where, where[1:]):
+        if j < i:
+            problems.append("order: the replay loads %s before %s; the real import loads it after"
+                            % (a.get("module") or a.get("path"), b.get("module") or b.get("path")))
+    marks = {i for i, _ in where}
+
+    # 3. every real load that brings a runtime is a replay step.
+    for i, l in enumerate(loads):
+        rts = [b for b in [l["path"]] + l["brought"] if is_runtime(b)]
+        if rts and i not in marks:
+            problems.append("real dlopen of %s (by %s) brings %s; no replay step covers it"
+                            % (l["path"], l["by"], ", ".join(rts)))
+    if problems:
+        fail("import-table drift for `%s`:\n  - %s\n%s"
+             % (name, "\n  - ".join(problems), show(steps, loads, marks)))
+    else:
+        check(True, name)
+
+
+entries = table_entries()
+check(len(entries) >= 5 and "torch" in entries and "numpy" in entries,
+      "load_table() entries read from %s: %r" % (SRC, entries))
+for stale in sorted(NO_ORACLE - set(entries)):
+    fail("NO_ORACLE lists %s, which load_table() no longer has: drop it from the list" % stale)
+
+env = scenario_env()
+start = time.monotonic()
+verified = []
+for name in entries:
+    if not has_modules(name):
+        if name in NO_ORACLE:
+            print("%s: unverifiable here (not importable by %s); kept without an oracle (NO_ORACLE)"
+                  % (name, PY))
+        else:
+            fail("%s: unverifiable here (not importable by %s) and not in NO_ORACLE: install it "
+                 "(scripts/install-deps.sh) or list it there" % (name, PY))
+        continue
+    verify(name, env)
+    verified.append(name)
+print("verified against a real import: %s (%.1f s)" % (", ".join(verified), time.monotonic() - start))
+print("kept without an oracle: %s" % ", ".join(n for n in entries if n in NO_ORACLE and n not in verified))
+finish("import-table-drift")
