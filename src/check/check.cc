@@ -16,8 +16,6 @@ namespace mld::check {
 
 namespace {
 
-const std::vector<std::string> kUsualImports = {"torch", "numpy", "cv2", "sklearn", "numba"};
-
 u16 machine_of(const std::string& python_machine) {
   if (python_machine == "aarch64") return elf::EM_AARCH64;
   return elf::EM_X86_64;
@@ -44,10 +42,11 @@ std::string layer_name(const std::string& module) {
 // threading-layer candidate; the first whose dlopen succeeds wins and the
 // others never load.
 ImportSimulation simulate(loader::Loader& loader, const std::string& program, loader::Process start,
-                          std::vector<pyenv::ImportStep> steps,
-                          const loader::StaticTlsParams& params) {
+                          pyenv::ImportPlan plan, const loader::StaticTlsParams& params) {
   ImportSimulation sim;
   sim.program = program;
+  sim.unresolved = std::move(plan.unresolved);
+  std::vector<pyenv::ImportStep> steps = std::move(plan.steps);
 
   std::vector<size_t> candidates;
   for (size_t i = 0; i < steps.size(); i++)
@@ -107,6 +106,25 @@ ImportSimulation simulate(loader::Loader& loader, const std::string& program, lo
     sim.openmp.push_back(std::move(r));
   }
   return sim;
+}
+
+// Who installed each native file: what a user can act on ("upgrade
+// opencv-python-headless"), where a path alone says little.
+std::map<std::string, std::string> native_file_owners(const pyenv::Environment& env) {
+  std::map<std::string, std::string> owners;
+  auto add = [&](const pyenv::NativeFile& f) {
+    if (f.distribution.empty()) return;
+    const pyenv::Distribution* d = env.find_distribution(f.distribution);
+    std::string owner = f.distribution + (d ? " " + d->version : "");
+    owners.emplace(host::normalize_path(f.path), owner);
+    if (f.link_target) owners.emplace(host::normalize_path(*f.link_target), owner);
+  };
+  for (const pyenv::ImportedPackage& p : env.packages) {
+    for (const pyenv::NativeFile& f : p.extension_modules) add(f);
+    for (const pyenv::NativeFile& f : p.libraries) add(f);
+  }
+  for (const pyenv::NativeFile& f : env.other_libraries) add(f);
+  return owners;
 }
 
 int severity_rank(Severity s) { return s == Severity::Error ? 0 : s == Severity::Warning ? 1 : 2; }
@@ -174,7 +192,7 @@ std::vector<StackLibrary> find_stack_libraries(loader::Loader& loader) {
 CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   CheckReport r;
   const std::vector<std::string>& imports =
-      options.imports.empty() ? kUsualImports : options.imports;
+      options.imports.empty() ? pyenv::usual_imports() : options.imports;
 
   // The probe is a Python start-up (tens of milliseconds, mostly waiting):
   // it runs on its own thread while this one reads the host and loads the
@@ -253,8 +271,17 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     } else {
       try {
         if (!start) start = loader->load_program(program);
-        r.imports = simulate(*loader, program, std::move(*start),
-                             pyenv::usual_import_set(*r.python, host, imports), *params);
+        // Without --import: the usual five, the table's other packages and
+        // every package that vendors a runtime, as far as installed; a name
+        // of that set that is not installed is no news.
+        pyenv::ImportPlan plan = pyenv::plan_imports(
+            *r.python, host, options.imports.empty() ? pyenv::default_imports(*r.python) : imports);
+        if (options.imports.empty())
+          std::erase_if(plan.unresolved, [&](const pyenv::UnresolvedImport& u) {
+            return !r.python->find_package(u.import_name);
+          });
+        r.imports = simulate(*loader, program, std::move(*start), std::move(plan), *params);
+        r.imports->owners = native_file_owners(*r.python);
       } catch (const std::exception& e) {
         r.imports_error = program + ": " + e.what();
       }

@@ -17,6 +17,7 @@
 // Analysis only: nothing here prints; the CLI renders a CheckReport.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,10 @@ namespace mld::check {
 
 struct CheckOptions {
   std::optional<std::string> python;  // --python
-  // The import order to simulate; empty: the usual training prologue
-  // (torch, numpy, cv2, sklearn, numba). A name that is no known package
-  // stands for its own extension module (`name<EXT_SUFFIX>` on sys.path).
+  // The import order to simulate; empty: pyenv::default_imports (the usual
+  // training prologue torch, numpy, cv2, sklearn, numba, then the table's
+  // other packages and every package that vendors a runtime). A package the
+  // table does not know loads its extension modules (pyenv::plan_imports).
   std::vector<std::string> imports;
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // override of the detected release ("2.31")
@@ -65,6 +67,11 @@ struct ImportSimulation {
   std::vector<OpenMpRuntime> openmp;     // in load order
   // numba's threading layer: the candidate that would win, if numba is in the set.
   std::optional<std::string> numba_layer;  // "tbb", "omp", "workqueue"
+  // The distribution that installed each native file of the examined
+  // packages, by normalised path: "opencv-python-headless 4.8.1.78".
+  std::map<std::string, std::string> owners;
+  // Names asked for with --import that load no native code, and why.
+  std::vector<pyenv::UnresolvedImport> unresolved;
 };
 
 // One library of the GPU job's native stack as dlopen(soname) would find it

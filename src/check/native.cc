@@ -36,6 +36,27 @@ std::optional<size_t> mkl_rt_of(const loader::Process& p) {
   return std::nullopt;
 }
 
+// Who installed a runtime: a conda prefix (its lib/ beside conda-meta/), a
+// wheel (site-packages, or a file a distribution's RECORD lists), or the
+// distribution's packages (/usr/lib, /lib).
+detect::Installer installer_of(const host::Host& host, const CheckReport& report,
+                               const std::string& path, bool owned) {
+  const std::string file = host::normalize_path(path);
+  if (report.python) {
+    for (const std::string& prefix : {report.python->python.prefix,
+                                      report.python->python.base_prefix}) {
+      if (prefix.empty() || prefix == "/usr" || !file.starts_with(prefix + "/")) continue;
+      if (host.stat(host::join_path(prefix, "conda-meta")).kind == host::FileKind::Directory)
+        return detect::Installer::Conda;
+    }
+  }
+  if (file.find("/site-packages/") != std::string::npos) return detect::Installer::Wheel;
+  if (file.starts_with("/usr/lib/") || file.starts_with("/lib/") || file.starts_with("/lib64/") ||
+      file.starts_with("/usr/lib64/"))
+    return detect::Installer::System;
+  return owned ? detect::Installer::Wheel : detect::Installer::Unknown;
+}
+
 }  // namespace
 
 void gather_native_facts(const CheckReport& report, const host::Host& host, detect::Facts& facts) {
@@ -45,15 +66,30 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   // The OpenMP runtimes, each with the import that brings it.
   // The process itself, for the loader's hazards; the version needs are
   // read here, from the objects' version sections.
-  facts.simulated.push_back(
-      {imports_text(sim), &sim.process, loader::check_versions(sim.process), &sim.loaded_by});
+  // A step that failed on a version need was unloaded again: its unmet
+  // need is the step's, not the final process's.
+  std::vector<loader::VersionProblem> versions = loader::check_versions(sim.process);
+  for (const loader::DlopenStep& st : sim.sequence.steps)
+    versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
+  std::string conda_prefix;
+  if (report.python && !report.python->python.prefix.empty() &&
+      host.stat(host::join_path(report.python->python.prefix, "conda-meta")).kind ==
+          host::FileKind::Directory)
+    conda_prefix = report.python->python.prefix;
+  facts.simulated.push_back({imports_text(sim), &sim.process, std::move(versions), &sim.loaded_by,
+                             &sim.owners, conda_prefix});
+  const detect::SimulatedProcess& simulated = facts.simulated.back();
   // The OpenMP runtimes, each with the import that brings it, and MKL's
   // place among them.
   detect::OpenMpProcess omp;
   omp.process = imports_text(sim);
-  for (const OpenMpRuntime& r : sim.openmp)
-    omp.runtimes.push_back(
-        {r.kind, r.soname, r.path, "", "loaded by " + r.brought_by, r.load_index});
+  for (const OpenMpRuntime& r : sim.openmp) {
+    std::optional<std::string> owner = detect::owner_of(simulated, r.path);
+    omp.runtimes.push_back({r.kind, r.soname, r.path, "",
+                            "loaded by " + r.brought_by + (owner ? ", from " + *owner : ""),
+                            r.load_index, installer_of(host, report, r.path, owner.has_value()),
+                            owner.value_or("")});
+  }
   if (std::optional<size_t> mkl = mkl_rt_of(sim.process)) {
     omp.has_mkl = true;
     omp.mkl = detect::MklLoad{sim.process.objects[*mkl].path, "loaded by " + sim.loaded_by[*mkl],

@@ -63,7 +63,8 @@ CommandLine::CommandLine(std::function<std::string()> version) {
         ->type_name(kValueProgram);
     sub->add_option(
            "--import", imports,
-           "the import order to simulate, comma-separated (default: torch,numpy,cv2,sklearn,numba)")
+           "the import order to simulate, comma-separated (default: torch,numpy,cv2,sklearn,numba, "
+           "then other installed packages that bring an OpenMP, BLAS, TBB or CUDA runtime)")
         ->type_name("LIST");
     sub->add_option("--ranks-per-node", ranks_per_node,
                     "ranks the launcher starts on this node (default: from LOCAL_WORLD_SIZE, "

@@ -3,8 +3,10 @@
 // resolved path; a library given as PATH the `ld.so --list PATH` way), shows
 // where every object comes from and why, the paths tried for anything
 // missing, and the hazards of the result. With --load-order, the objects are
-// then dlopen()ed in order into the first PATH's process and the static TLS
-// outcome of each call is predicted.
+// then dlopen()ed in order into the first PATH's process: each call's outcome
+// (a missing library, an unmet version need, no room for static TLS), each
+// failed call rolled back as glibc does, and the hazards of the process the
+// calls leave.
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +88,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   const Process* first_process = nullptr;
   Session* first_session = nullptr;
   std::string first_path;
+  size_t first_index = 0;  // of its facts
+  Process grown;           // the first program after --load-order's calls
   detect::Facts facts;  // for the detectors of hazards other commands see too
 
   for (const std::string& path : opts.paths) {
@@ -128,6 +132,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       }
     }
     if (!first_process) {
+      first_index = facts.simulated.size() - 1;
       first_process = &p;
       first_session = &s;
       first_path = path;
@@ -142,9 +147,18 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     // The dlopen() calls grow a copy: the program's own hazards above are
     // those of the program as it starts.
-    Process grown = *first_process;
+    grown = *first_process;
     loader::DlopenSequence seq =
         loader::simulate_dlopen_sequence(*first_session->loader, grown, opts.load_order, *params);
+    // From here the first program's hazards are those of the process the
+    // calls leave (failed calls rolled back), so runtimes and duplicates of
+    // the loaded modules count together, and a call that failed on a version
+    // need is LD002's.
+    std::vector<loader::VersionProblem> versions = loader::check_versions(grown);
+    for (const loader::DlopenStep& st : seq.steps)
+      versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
+    facts.simulated[first_index] = {first_path, &grown, std::move(versions), nullptr};
+    facts.openmp[first_index] = detect::openmp_process(grown, first_path);
     for (const loader::DlopenStep& st : seq.steps) {
       if (st.ok || st.tls_module.empty()) continue;
       detect::StaticTlsFailure f;
@@ -162,6 +176,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
         steps.push_back(
             {{"object", st.object},
              {"ok", st.ok},
+             {"failure", st.ok ? json(nullptr) : json(loader::step_failure_name(st.failure))},
              {"error", st.ok ? json(nullptr) : json(st.error)},
              {"tls_module", st.tls_module.empty() ? json(nullptr) : json(st.tls_module)},
              {"bytes_needed", st.bytes_needed},

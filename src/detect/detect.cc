@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "detect/registry.h"
+#include "host/host.h"
 
 namespace mld::detect {
 
@@ -58,14 +59,23 @@ OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
   return out;
 }
 
+std::optional<std::string> owner_of(const SimulatedProcess& p, std::string_view path) {
+  if (!p.owners) return std::nullopt;
+  auto it = p.owners->find(host::normalize_path(path));
+  if (it == p.owners->end()) return std::nullopt;
+  return it->second;
+}
+
 void add_loaded_by(const SimulatedProcess& p, Detection& d) {
   if (!p.loaded_by) return;
   for (size_t i = 0; i < p.process->objects.size(); i++) {
     const loader::Object& o = p.process->objects[i];
     if (o.faked || o.path.empty()) continue;
     if (d.message.find(o.path) == std::string::npos && d.subject != o.path) continue;
-    d.evidence.push_back(
-        {std::string(base_name(o.path)) + " is loaded by " + (*p.loaded_by)[i], "", std::nullopt});
+    std::optional<std::string> owner = owner_of(p, o.path);
+    d.evidence.push_back({std::string(base_name(o.path)) + " is loaded by " + (*p.loaded_by)[i] +
+                              (owner ? ", from " + *owner : ""),
+                          "", std::nullopt});
   }
 }
 

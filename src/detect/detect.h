@@ -12,6 +12,7 @@
 // trace are the same fact, so one detector serves both.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@
 namespace mld::detect {
 
 // One OpenMP runtime a process holds, or would hold.
+// Who put a file where it is: what decides which fix a user can apply.
+enum class Installer {
+  Unknown,
+  System,  // the distribution's packages (/usr/lib, /lib)
+  Wheel,   // a pip/uv-installed wheel (site-packages, auditwheel's vendored copies)
+  Conda,   // a conda environment (<prefix>/lib of a prefix with conda-meta/)
+};
+
 struct OpenMpRuntime {
   loader::OpenMpKind kind = loader::OpenMpKind::None;
   std::string soname;  // as the process knows it (a vendored copy keeps its hash)
@@ -33,6 +42,8 @@ struct OpenMpRuntime {
   std::string interface;  // the highest OMP_x.y version it defines, when read
   std::string how;        // "loaded by import torch (torch._C)", "needed by libtorch_cpu.so"
   size_t position = 0;    // in the process's load order
+  Installer installer = Installer::Unknown;  // check only
+  std::string owner;  // the distribution that installed it: "torch 2.1.0" (check only)
 };
 
 // libmkl_rt in a process beside GNU OpenMP: the threading layer MKL would
@@ -67,10 +78,21 @@ struct SimulatedProcess {
   // check: per object of `process`, the import that loaded it ("import torch
   // (torch._C)"); null for a program.
   const std::vector<std::string>* loaded_by = nullptr;
+  // check: the distribution that installed a file, by normalised path
+  // ("opencv-python-headless 4.8.1.78", from its RECORD or package); null
+  // for a program.
+  const std::map<std::string, std::string>* owners = nullptr;
+  // check: the conda environment the interpreter belongs to (its prefix,
+  // which holds conda-meta/); empty otherwise.
+  std::string conda_prefix;
 };
 
-// The evidence "<file> is loaded by <import>" for every object of `p` that a
-// detection names in its subject or message (nothing for a program).
+// The distribution that installed `path` (any spelling: normalised first).
+std::optional<std::string> owner_of(const SimulatedProcess& p, std::string_view path);
+
+// The evidence "<file> is loaded by <import>, from <distribution>" for every
+// object of `p` that a detection names in its subject or message (nothing for
+// a program).
 void add_loaded_by(const SimulatedProcess& p, Detection& d);
 
 // torch's default intra-op thread count on this machine (check/torch-threads.cc

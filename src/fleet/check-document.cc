@@ -47,10 +47,17 @@ json imports_json(const check::CheckReport& r) {
   json steps = json::array();
   for (size_t i = 0; i < s.steps.size(); i++) {
     const pyenv::ImportStep& st = s.steps[i];
-    json j = {{"import", st.import_name}, {"module", st.module}, {"path", st.path}};
+    json j = {{"import", st.import_name},
+              {"module", st.module},
+              {"path", st.path},
+              {"source", st.source == pyenv::StepSource::Table ? "table" : "inferred"}};
+    if (!st.note.empty()) j["note"] = st.note;
     if (i < s.sequence.steps.size()) {
       j["ok"] = s.sequence.steps[i].ok;
-      if (!s.sequence.steps[i].ok) j["error"] = s.sequence.steps[i].error;
+      if (!s.sequence.steps[i].ok) {
+        j["failure"] = std::string(loader::step_failure_name(s.sequence.steps[i].failure));
+        j["error"] = s.sequence.steps[i].error;
+      }
       j["loaded"] = s.sequence.steps[i].loaded;
     }
     steps.push_back(std::move(j));
@@ -71,8 +78,12 @@ json imports_json(const check::CheckReport& r) {
         {{"path", o.path},
          {"loaded_by", i < s.loaded_by.size() ? json(s.loaded_by[i]) : json(nullptr)}});
   }
+  json unresolved = json::array();
+  for (const pyenv::UnresolvedImport& u : s.unresolved)
+    unresolved.push_back({{"import", u.import_name}, {"reason", u.reason}});
   return {{"program", s.program},
           {"steps", steps},
+          {"unresolved", unresolved},
           {"objects", objects},
           {"openmp_runtimes", omp},
           {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},

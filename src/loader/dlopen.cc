@@ -27,6 +27,10 @@
 //     local symbol refers to the object itself; otherwise the scope is the
 //     global scope (the executable's searchlist, i.e. the startup objects)
 //     followed by the dlopened object's own breadth-first searchlist.
+//   * symbol versions (elf/dl-open.c dl_open_worker_begin, before any
+//     relocation): the version needs of every newly mapped object are
+//     checked (elf/dl-version.c); the first unmet one fails the call with
+//     "<provider>: version `X' not found (required by <object>)".
 //   * failure (elf/dl-open.c _dl_open, elf/dl-close.c _dl_close_worker): every
 //     object of the call is unloaded again and its static TLS is given back
 //     only where dl-close.c can (StaticTlsArena::release_all); the optional
@@ -301,14 +305,14 @@ class TlsSim {
     res.step.object = name;
     if (!load_error.empty()) {
       res.step.ok = false;
+      res.step.failure = StepFailure::Load;
       res.step.error = load_error;
       return res;
     }
     if (added.empty()) return res;  // already loaded: nothing happens
-    if (gone_.size() < p_.objects.size()) {
-      gone_.resize(p_.objects.size(), false);
-      mods_.resize(p_.objects.size());
-    }
+    for (size_t i = gone_.size(); i < p_.objects.size(); i++)
+      gone_.push_back(p_.objects[i].removed);
+    mods_.resize(p_.objects.size());
     std::vector<bool> is_new(p_.objects.size(), false);
     for (size_t i : added) {
       is_new[i] = true;
@@ -349,6 +353,7 @@ class TlsSim {
 
     // Roll back as _dl_close_worker(new, true) does, in l_initfini order.
     res.step.ok = false;
+    res.step.failure = StepFailure::StaticTls;
     res.step.error = error;
     std::vector<StaticTlsArena::Released> freed;
     std::vector<size_t> order;
@@ -493,6 +498,26 @@ std::vector<size_t> new_objects(const Process& p, const std::vector<size_t>& add
   return out;
 }
 
+// The failed step when an object `mapped` needs a symbol version its
+// provider lacks; nullopt when every non-weak need is met.
+std::optional<DlopenStep> version_failure(const Process& p, const std::string& name,
+                                          const std::vector<size_t>& mapped) {
+  if (mapped.empty()) return std::nullopt;
+  std::vector<VersionProblem> problems = check_versions(p, mapped);
+  for (VersionProblem& vp : problems) {
+    if (vp.kind != VersionProblem::NotFound) continue;
+    DlopenStep st;
+    st.object = name;
+    st.ok = false;
+    st.failure = StepFailure::Version;
+    st.error = version_problem_text(p, vp);
+    for (size_t i : mapped) st.loaded.push_back(p.objects[i].path);
+    st.version_problems.push_back(std::move(vp));
+    return st;
+  }
+  return std::nullopt;
+}
+
 DlopenSequence run_sequence(Loader& loader, Process& process, const std::vector<std::string>& names,
                             const StaticTlsParams& params, FactCache& facts) {
   DlopenSequence seq;
@@ -513,8 +538,18 @@ DlopenSequence run_sequence(Loader& loader, Process& process, const std::vector<
     size_t before = process.objects.size();
     std::string error;
     std::vector<size_t> added = loader.dlopen(process, name, std::nullopt, &error);
-    StepResult r = sim.step(
-        name, error.empty() ? new_objects(process, added, before) : std::vector<size_t>{}, error);
+    std::vector<size_t> mapped =
+        error.empty() ? new_objects(process, added, before) : std::vector<size_t>{};
+    // dl_open_worker_begin checks the version needs of every object it
+    // mapped, in searchlist order, before relocating anything: the first
+    // unmet need fails the call, and _dl_close_worker unloads them all (their
+    // TLS was never allocated).
+    if (std::optional<DlopenStep> failed = version_failure(process, name, mapped)) {
+      for (size_t i : mapped) process.objects[i].removed = true;
+      seq.steps.push_back(std::move(*failed));
+      continue;
+    }
+    StepResult r = sim.step(name, mapped, error);
     for (size_t i : r.unload) process.objects[i].removed = true;
     seq.steps.push_back(std::move(r.step));
   }
@@ -597,6 +632,16 @@ std::optional<std::string> find_fix(Loader& loader, const Process& snapshot,
 }
 
 }  // namespace
+
+std::string_view step_failure_name(StepFailure f) {
+  switch (f) {
+    case StepFailure::None: return "none";
+    case StepFailure::Load: return "load";
+    case StepFailure::Version: return "version";
+    case StepFailure::StaticTls: return "static_tls";
+  }
+  return "none";
+}
 
 DlopenSequence simulate_dlopen_sequence(Loader& loader, Process& process,
                                         const std::vector<std::string>& names,

@@ -374,6 +374,10 @@ struct VersionProblem {
 // Every version need of every loaded object checked against the object that
 // actually answers to vn_file in the process (missing objects are skipped).
 std::vector<VersionProblem> check_versions(const Process& process);
+// The same for `objects` only (indices, checked in that order), against the
+// whole process: what dlopen() checks for the objects it has just mapped.
+std::vector<VersionProblem> check_versions(const Process& process,
+                                           const std::vector<size_t>& objects);
 // The line ld.so prints for it: "<provider>: version `X' not found
 // (required by <requirer>)".
 std::string version_problem_text(const Process& process, const VersionProblem& p);
@@ -409,14 +413,30 @@ std::string strip_vendor_hash(std::string_view soname);
 // glibc elf/dl-open.c (dl_open_worker: relocation order, failure rollback),
 // elf/dl-reloc.c (CHECK_STATIC_TLS / TRY_STATIC_TLS) and elf/dl-close.c.
 
+// Why a dlopen() of the sequence failed: each rolls the call back alike.
+enum class StepFailure {
+  None,
+  Load,       // an object is missing or unusable (not found, wrong class, not ELF)
+  Version,    // an unmet symbol version need (elf/dl-version.c)
+  StaticTls,  // no room in the static TLS area (or the 2.10-2.21 DTV limit)
+};
+std::string_view step_failure_name(StepFailure f);  // "load", "version", "static_tls"
+
 struct DlopenStep {
   std::string object;  // the name passed to dlopen()
   bool ok = true;
+  StepFailure failure = StepFailure::None;
   std::string error;                // the dlerror() text glibc would print
+  // Version: the unmet need that failed the call (glibc stops at the first),
+  // its object indices valid in the process (the objects stay there marked
+  // `removed`).
+  std::vector<VersionProblem> version_problems;
   std::string tls_module;           // l_name of the module whose TLS did not fit
   u64 bytes_needed = 0;             // what that allocation needed
   u64 bytes_left = 0;               // what was left in the static TLS area
-  std::vector<std::string> loaded;  // paths of the objects this call added
+  // Paths of the objects this call added (for a failed call: mapped, then
+  // unloaded again by the rollback).
+  std::vector<std::string> loaded;
 };
 
 struct DlopenSequence {

@@ -42,13 +42,14 @@ class Providers {
 
 }  // namespace
 
-std::vector<VersionProblem> check_versions(const Process& p) {
+std::vector<VersionProblem> check_versions(const Process& p, const std::vector<size_t>& objects) {
   std::vector<VersionProblem> out;
   Providers providers(p);
   // Each ElfFile keeps its decoded Verneed/Verdef tables, so libc's Verdef
   // (the provider of nearly every object) is decoded once per run, not once
   // per process or per need.
-  for (size_t i = 0; i < p.objects.size(); i++) {
+  for (size_t i : objects) {
+    if (i >= p.objects.size()) continue;
     const Object& o = p.objects[i];
     if (o.faked || o.removed || !o.elf) continue;
     const std::vector<elf::VersionNeed>* needs;
@@ -97,6 +98,12 @@ std::vector<VersionProblem> check_versions(const Process& p) {
     }
   }
   return out;
+}
+
+std::vector<VersionProblem> check_versions(const Process& p) {
+  std::vector<size_t> all(p.objects.size());
+  for (size_t i = 0; i < all.size(); i++) all[i] = i;
+  return check_versions(p, all);
 }
 
 std::string version_problem_text(const Process& p, const VersionProblem& vp) {

@@ -16,7 +16,17 @@
 // loaded before numpy). This is an approximation of real import order: other
 // versions move imports around, only loads the table knows are listed, and
 // numba's threading layer is loaded at the first parallel call, not at import.
-// A name the table does not know stands for its top-level extension module.
+//
+// A package the table does not know (faiss-gpu forks, xformers, flash-attn,
+// bitsandbytes, decord...) loads its extension modules as found from its
+// RECORD: which ones `import pkg` loads, and when, is in its Python code, so
+// the plan takes the modules its __init__.py names first (in the order named:
+// `from ._core import *`), then its other top-level modules, then the deeper
+// ones, and marks each step Inferred. Loading more than the real import does
+// can only add runtimes the job would load later anyway; loading fewer would
+// hide them.
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "pyenv/pyenv.h"
@@ -76,11 +86,13 @@ const std::vector<PackageLoads>& load_table() {
        {{S::Extension, {"sklearn.__check_build._check_build"}},
         {S::Import, {"numpy"}},
         {S::Import, {"scipy"}},
-        {S::Extension, {"sklearn.utils._openmp_helpers"}},
-        {S::Extension, {"sklearn.utils.murmurhash"}}}},
-      {"llvmlite", {{S::Library, {"binding/libllvmlite.so"}, "llvmlite.binding.ffi: ctypes.CDLL"}}},
+        {S::Extension, {"sklearn.utils.murmurhash"}},
+        {S::Extension, {"sklearn.utils._openmp_helpers"}}}},
+      // `import llvmlite` loads nothing; llvmlite.binding loads its library.
+      {"llvmlite.binding",
+       {{S::Library, {"binding/libllvmlite.so"}, "llvmlite.binding.ffi: ctypes.CDLL"}}},
       {"numba",
-       {{S::Import, {"llvmlite"}, "numba.core.config imports llvmlite.binding"},
+       {{S::Import, {"llvmlite.binding"}, "numba.core.config imports llvmlite.binding"},
         {S::Import, {"numpy"}},
         {S::Extension, {"numba.core.typeconv._typeconv"}},
         {S::Extension, {"numba._helperlib"}},
@@ -122,7 +134,8 @@ struct ImportSetBuilder {
     return nullptr;
   }
 
-  void emit(const NativeFile& f, const std::string& by, LoadTime when, std::string_view note) {
+  void emit(const NativeFile& f, const std::string& by, LoadTime when, std::string_view note,
+            StepSource source = StepSource::Table) {
     if (!emitted_paths.insert(f.path).second) return;
     ImportStep s;
     s.import_name = statement;
@@ -131,42 +144,48 @@ struct ImportSetBuilder {
     s.module = f.module;
     s.kind = f.kind;
     s.when = when;
+    s.source = source;
     s.note = std::string(note);
     out.push_back(std::move(s));
   }
 
+  // `name` may be a submodule ("llvmlite.binding") that the table knows.
   void import(const std::string& name) {
     if (!imported.insert(name).second) return;
-    const ImportedPackage* pkg = env.find_package(name);
+    const ImportedPackage* pkg = env.find_package(name.substr(0, name.find('.')));
     if (!pkg) return;
     const PackageLoads* loads = nullptr;
     for (const PackageLoads& p : load_table())
       if (p.import_name == name) loads = &p;
-    if (!loads) {
-      // A package the table does not know: its own top-level extension
-      // module (`name<EXT_SUFFIX>`), which is what `import name` dlopens
-      // when the name is a single-file extension module.
-      if (const NativeFile* f = extension(*pkg, name)) emit(*f, name, LoadTime::AtImport, "");
-      return;
-    }
-    for (const TableStep& step : loads->steps) {
+    const size_t before = out.size();
+    if (loads) table_steps(*pkg, *loads);
+    // A package the table does not know, or a version of a known one whose
+    // modules moved where the table does not look: what it holds.
+    bool own = false;
+    for (size_t i = before; i < out.size(); i++) own |= out[i].triggered_by == pkg->import_name;
+    if (!own) inferred_steps(*pkg);
+  }
+
+  void table_steps(const ImportedPackage& pkg, const PackageLoads& loads) {
+    const std::string& name = pkg.import_name;
+    for (const TableStep& step : loads.steps) {
       switch (step.type) {
         case StepType::Extension:
           for (std::string_view alt : step.names)
-            if (const NativeFile* f = extension(*pkg, alt)) {
+            if (const NativeFile* f = extension(pkg, alt)) {
               emit(*f, name, LoadTime::AtImport, step.note);
               break;
             }
           break;
         case StepType::Library: {
-          std::string path = host::join_path(pkg->path, step.names[0]);
-          for (const NativeFile& f : pkg->libraries)
+          std::string path = host::join_path(pkg.path, step.names[0]);
+          for (const NativeFile& f : pkg.libraries)
             if (f.path == path) emit(f, name, LoadTime::AtImport, step.note);
           break;
         }
         case StepType::Import: import(std::string(step.names[0])); break;
         case StepType::Cv2Native:
-          for (const NativeFile& f : pkg->extension_modules) {
+          for (const NativeFile& f : pkg.extension_modules) {
             std::string_view m = f.module;
             if (f.loadable_by_interpreter && (m == "cv2" || m.ends_with(".cv2"))) {
               emit(f, name, LoadTime::AtImport, step.note);
@@ -174,10 +193,65 @@ struct ImportSetBuilder {
             }
           }
           break;
-        case StepType::NumbaThreading: numba_threading_layer(*pkg); break;
-        case StepType::FaissSwig: faiss_swig(*pkg); break;
+        case StepType::NumbaThreading: numba_threading_layer(pkg); break;
+        case StepType::FaissSwig: faiss_swig(pkg); break;
       }
     }
+  }
+
+  // The package's extension modules in the order its import most plausibly
+  // loads them (see the file comment).
+  void inferred_steps(const ImportedPackage& pkg) {
+    const std::string found_by = pkg.natives_from_record ? "RECORD" : "the package tree";
+    std::string init_text;
+    if (pkg.kind == ImportKind::Package)
+      init_text = host.read_file(host::join_path(pkg.path, "__init__.py"), 1 << 20).value_or("");
+    struct Ranked {
+      int group;      // 0: named in __init__.py, 1: other top-level, 2: deeper
+      size_t where;   // position of the name in __init__.py
+      const NativeFile* file;
+    };
+    std::vector<Ranked> ranked;
+    const std::string prefix = pkg.import_name + ".";
+    for (const NativeFile& f : pkg.extension_modules) {
+      if (!f.loadable_by_interpreter) continue;
+      if (f.module == pkg.import_name) {
+        ranked.push_back({0, 0, &f});  // `import pkg` is this module itself
+        continue;
+      }
+      std::string_view rest = std::string_view(f.module).substr(
+          f.module.starts_with(prefix) ? prefix.size() : 0);
+      if (rest.find('.') != std::string_view::npos) {
+        ranked.push_back({2, 0, &f});
+        continue;
+      }
+      size_t at = word_at(init_text, rest);
+      ranked.push_back({at == std::string::npos ? 1 : 0, at, &f});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+      if (a.group != b.group) return a.group < b.group;
+      if (a.where != b.where) return a.where < b.where;
+      return a.file->module < b.file->module;
+    });
+    for (const Ranked& r : ranked) {
+      std::string note = r.group == 0 && r.file->module != pkg.import_name
+                             ? "inferred: named in " + pkg.import_name + "/__init__.py"
+                             : "inferred: an extension module of " + pkg.import_name + " (" +
+                                   found_by + ")";
+      emit(*r.file, pkg.import_name, LoadTime::AtImport, note, StepSource::Inferred);
+    }
+  }
+
+  // The first position of `word` in `text` as a whole identifier.
+  static size_t word_at(std::string_view text, std::string_view word) {
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = text.find(word); at != std::string_view::npos;
+         at = text.find(word, at + 1)) {
+      bool starts = at == 0 || !ident(text[at - 1]);
+      bool ends = at + word.size() == text.size() || !ident(text[at + word.size()]);
+      if (starts && ends) return at;
+    }
+    return std::string_view::npos;
   }
 
   // numba/np/ufunc/parallel.py _launch_threads(): NUMBA_THREADING_LAYER picks
@@ -199,6 +273,20 @@ struct ImportSetBuilder {
       order = {"tbbpool", "omppool", "workqueue"};
     std::string note = "first parallel call; NUMBA_THREADING_LAYER=" + layer +
                        (order.size() > 1 ? ": the first candidate that loads wins" : "");
+    // numba/np/ufunc/parallel.py _check_tbb_version_compatible(): before
+    // trying tbbpool, ctypes.CDLL("libtbb.so.12"), whether or not numba has
+    // a tbbpool module; the library stays loaded when it loads (and when it
+    // is missing the dlopen fails and numba moves on).
+    if (order.front() == "tbbpool") {
+      ImportStep s;
+      s.import_name = statement;
+      s.triggered_by = pkg.import_name;
+      s.path = "libtbb.so.12";
+      s.kind = NativeKind::Library;
+      s.when = LoadTime::FirstParallelUse;
+      s.note = "numba _check_tbb_version_compatible(): ctypes.CDLL(\"libtbb.so.12\")";
+      out.push_back(std::move(s));
+    }
     for (std::string_view o : order)
       if (const NativeFile* f = extension(pkg, "numba.np.ufunc." + std::string(o)))
         emit(*f, pkg.import_name, LoadTime::FirstParallelUse, note);
@@ -221,20 +309,55 @@ struct ImportSetBuilder {
 
 }  // namespace
 
-std::vector<ImportStep> usual_import_set(const Environment& env, const host::Host& host,
-                                         const std::vector<std::string>& imports) {
+ImportPlan plan_imports(const Environment& env, const host::Host& host,
+                        const std::vector<std::string>& imports) {
   ImportSetBuilder b(env, host);
-  std::vector<ImportStep> lazy;
+  ImportPlan plan;
   for (const std::string& name : imports) {
     b.statement = name;
+    const bool first_time = !b.imported.count(name);
+    const size_t before = b.out.size();
     b.import(name);
+    if (!first_time || b.out.size() != before) continue;
+    const ImportedPackage* pkg = env.find_package(name);
+    if (!pkg) {
+      plan.unresolved.push_back({name, "not found on the interpreter's sys.path"});
+    } else {
+      // Imported but nothing new: fine when its native code came in earlier
+      // (numpy after torch); otherwise it has none this model can see.
+      bool has_native = false;
+      for (const NativeFile& f : pkg->extension_modules) has_native |= f.loadable_by_interpreter;
+      if (!has_native)
+        plan.unresolved.push_back(
+            {name, pkg->extension_modules.empty() ? "no native module found (" + pkg->path + ")"
+                                                  : "no extension module this Python can load"});
+    }
   }
   // Loads at first parallel use come after every import.
-  std::vector<ImportStep> ordered;
+  std::vector<ImportStep> lazy;
   for (ImportStep& s : b.out)
-    (s.when == LoadTime::AtImport ? ordered : lazy).push_back(std::move(s));
-  for (ImportStep& s : lazy) ordered.push_back(std::move(s));
-  return ordered;
+    (s.when == LoadTime::AtImport ? plan.steps : lazy).push_back(std::move(s));
+  for (ImportStep& s : lazy) plan.steps.push_back(std::move(s));
+  return plan;
+}
+
+const std::vector<std::string>& usual_imports() {
+  static const std::vector<std::string> five = {"torch", "numpy", "cv2", "sklearn", "numba"};
+  return five;
+}
+
+std::vector<std::string> default_imports(const Environment& env) {
+  std::vector<std::string> out = usual_imports();
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end() && env.find_package(name))
+      out.push_back(name);
+  };
+  for (const PackageLoads& p : load_table()) add(std::string(p.import_name));
+  for (const Distribution& d : env.distributions) {
+    if (d.shadowed_by || d.runtime_files.empty()) continue;
+    for (const std::string& top : d.top_level) add(top);
+  }
+  return out;
 }
 
 }  // namespace mld::pyenv

@@ -322,9 +322,16 @@ void file_natives(ImportedPackage& pkg, std::vector<NativeFile>& files) {
   std::sort(pkg.libraries.begin(), pkg.libraries.end(), by_path);
 }
 
+// The distribution that installed `pkg`: one naming it (top_level.txt, or a
+// known distribution name) in the package's own site directory, else the
+// first elsewhere. Two in the same directory claiming one import name (a
+// renamed fork installed over the original: opencv-python and
+// opencv-python-headless) are noted: they overwrite each other's files.
 const Distribution* owning_distribution(const std::vector<Distribution>& dists,
-                                        const ImportedPackage& pkg, const KnownPackage* known) {
+                                        const ImportedPackage& pkg, const KnownPackage* known,
+                                        std::vector<ScanProblem>& problems) {
   const Distribution* best = nullptr;
+  const Distribution* same_dir = nullptr;
   for (const Distribution& d : dists) {
     if (d.shadowed_by) continue;
     bool named =
@@ -333,10 +340,79 @@ const Distribution* owning_distribution(const std::vector<Distribution>& dists,
       for (std::string_view k : known->distributions)
         if (d.normalized_name == k) named = true;
     if (!named) continue;
-    if (d.site_dir == pkg.site_dir) return &d;
+    if (d.site_dir == pkg.site_dir) {
+      if (!same_dir) {
+        same_dir = &d;
+      } else {
+        problems.push_back({pkg.path, "import name " + pkg.import_name +
+                                          " is claimed by two distributions, " + same_dir->name +
+                                          " " + same_dir->version + " and " + d.name + " " +
+                                          d.version + ": their files overwrite each other; " +
+                                          same_dir->name + " is named as the owner"});
+      }
+    }
     if (!best) best = &d;
   }
-  return best;
+  return same_dir ? same_dir : best;
+}
+
+// The file names of OpenMP, BLAS, TBB and CUDA runtimes: what makes an
+// unknown package worth replaying by default. Vendored copies carry
+// auditwheel's hash ("libgomp-a34b3233.so.1").
+bool names_a_runtime(std::string_view file) {
+  static constexpr std::string_view kRuntimes[] = {
+      "libgomp",   "libomp",  "libiomp5", "libopenblas", "libmkl_", "libblis", "libtbb",
+      "libcudart", "libcublas", "libcudnn", "libnccl"};
+  if (!named_like_shared_object(file)) return false;
+  for (std::string_view r : kRuntimes)
+    if (file.starts_with(r)) return true;
+  return false;
+}
+
+// A package the table does not know: its shared objects as its
+// distribution's RECORD lists them, inside the package or its auditwheel
+// `<dist>.libs` directory (never outside the site directory). False when
+// there is no RECORD to read (the tree is walked instead).
+bool natives_from_record(const host::Host& host, PackageScanner& scanner, const Distribution& d,
+                         const ImportedPackage& pkg, std::vector<ScanProblem>& problems,
+                         std::vector<NativeFile>& out) {
+  if (d.format != MetadataFormat::DistInfo) return false;
+  std::vector<ScanProblem> record_problems;
+  std::vector<std::string> paths = record_paths(host, d, record_problems);
+  if (paths.empty()) return false;
+  const std::string libs_prefix = d.site_dir + "/";
+  for (const std::string& p : paths) {
+    std::string_view name = base_name(p);
+    if (!named_like_shared_object(name)) continue;
+    const bool in_package = p.starts_with(pkg.path + "/");
+    const bool in_libs = !in_package && p.starts_with(libs_prefix) &&
+                         p.find('/', libs_prefix.size()) != std::string::npos &&
+                         std::string_view(p).substr(libs_prefix.size(),
+                                                    p.find('/', libs_prefix.size()) -
+                                                        libs_prefix.size())
+                             .ends_with(".libs");
+    if (!in_package && !in_libs) {
+      if (!p.starts_with(libs_prefix))
+        problems.push_back({d.metadata_path + "/RECORD",
+                            "lists " + p + ", outside " + d.site_dir + ": not replayed"});
+      continue;
+    }
+    host::FileStat st = host.stat(p);
+    if (st.kind == host::FileKind::Missing) {
+      problems.push_back({p, "listed in " + d.name + "'s RECORD but missing"});
+      continue;
+    }
+    // Module name: the path below the site directory, dotted, the suffix off.
+    std::string prefix;
+    if (in_package) {
+      std::string rel = p.substr(d.site_dir.size() + 1);
+      rel = rel.substr(0, rel.rfind('/'));
+      std::replace(rel.begin(), rel.end(), '/', '.');
+      prefix = rel;
+    }
+    if (std::optional<NativeFile> f = scanner.classify(p, in_libs, prefix)) out.push_back(*f);
+  }
+  return true;
 }
 
 }  // namespace
@@ -370,6 +446,17 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
   std::vector<std::string> wanted = packages;
   if (wanted.empty())
     for (const KnownPackage& k : known_packages()) wanted.emplace_back(k.import_name);
+  // Distributions that vendor a runtime (by RECORD): their packages are
+  // examined too, since they are part of check's default import set.
+  for (Distribution& d : env.distributions) {
+    if (d.shadowed_by || d.format != MetadataFormat::DistInfo) continue;
+    std::vector<ScanProblem> ignored;  // read again, and noted, if examined
+    for (const std::string& p : record_paths(host, d, ignored))
+      if (names_a_runtime(base_name(p))) d.runtime_files.push_back(p);
+    if (d.runtime_files.empty()) continue;
+    for (const std::string& top : d.top_level)
+      if (std::find(wanted.begin(), wanted.end(), top) == wanted.end()) wanted.push_back(top);
+  }
 
   for (const std::string& name : wanted) {
     const KnownPackage* known = nullptr;
@@ -378,13 +465,26 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
     std::optional<ImportedPackage> pkg = scanner.resolve(name);
     if (!pkg) continue;
     scanner.entries_seen = 0;
-    if (const Distribution* d = owning_distribution(env.distributions, *pkg, known)) {
-      pkg->distribution = d->name;
-      pkg->version = d->version;
+    const Distribution* owner = owning_distribution(env.distributions, *pkg, known, env.problems);
+    if (owner) {
+      pkg->distribution = owner->name;
+      pkg->version = owner->version;
     }
     std::vector<NativeFile> files;
     std::set<host::FileId> visited;
-    if (pkg->kind == ImportKind::Module) {
+    if (!known && owner && pkg->kind == ImportKind::Package &&
+        natives_from_record(host, scanner, *owner, *pkg, env.problems, files)) {
+      pkg->natives_from_record = true;
+      for (const NativeFile& f : files)
+        if (f.path.find(".libs/") != std::string::npos)
+          attributed_libs_dirs.insert(host::dir_name(f.path));
+    } else if (!known && owner && owner->format == MetadataFormat::DistInfo &&
+               pkg->kind == ImportKind::Package) {
+      env.problems.push_back({owner->metadata_path, "no RECORD (or an empty one): " + name +
+                                                        "'s native files found by walking " +
+                                                        pkg->path});
+      scanner.walk(pkg->path, name, 0, false, visited, files);
+    } else if (pkg->kind == ImportKind::Module) {
       if (named_like_shared_object(pkg->path))
         if (std::optional<NativeFile> f = scanner.classify(pkg->path, false, ""))
           files.push_back(std::move(*f));
@@ -394,7 +494,7 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       for (const std::string& root : roots) scanner.walk(root, name, 0, false, visited, files);
     }
     // auditwheel's <dist>.libs beside the package.
-    if (pkg->distribution) {
+    if (pkg->distribution && !pkg->natives_from_record) {
       std::string want = normalize_distribution_name(*pkg->distribution);
       if (const std::vector<std::string>* names = scanner.list(pkg->site_dir))
         for (const std::string& n : *names)

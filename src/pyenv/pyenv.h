@@ -154,6 +154,9 @@ struct Distribution {
   // Metadata problem; name and version then come from the directory name
   // (importlib.metadata would report Name None).
   std::optional<std::string> error;
+  // RECORD entries that are an OpenMP, BLAS, TBB or CUDA runtime library
+  // (by file name: "scikit_learn.libs/libgomp-a34b3233.so.1.0.0"), resolved.
+  std::vector<std::string> runtime_files;
   // Another copy of this distribution earlier on sys.path (or, in the same
   // directory, a .dist-info before this .egg-info) is the one import sees.
   // Index into Environment::distributions.
@@ -217,6 +220,9 @@ struct ImportedPackage {
   std::optional<std::string> version;
   std::vector<NativeFile> extension_modules;  // sorted by path
   std::vector<NativeFile> libraries;          // sorted by path
+  // How the native files were found: the distribution's RECORD (packages the
+  // table does not know, when they have one), else the package tree.
+  bool natives_from_record = false;
 };
 
 // The import names whose native code mldoctor looks at, and the
@@ -290,6 +296,13 @@ enum class LoadTime {
   FirstParallelUse  // numba's threading layer: loaded by the first parallel call
 };
 
+// Where a step of the plan comes from.
+enum class StepSource {
+  Table,     // the table of known packages' imports, checked against real imports
+  Inferred,  // a package the table does not know: its extension modules, from
+             // RECORD (or its tree), in the most plausible order
+};
+
 // One dlopen that an import performs, in predicted order.
 struct ImportStep {
   std::string import_name;   // the import statement's package: "torch"
@@ -298,22 +311,41 @@ struct ImportStep {
   std::string module;        // dotted extension module name; empty for ctypes loads
   NativeKind kind = NativeKind::ExtensionModule;
   LoadTime when = LoadTime::AtImport;
+  StepSource source = StepSource::Table;
   std::string note;  // why it is here, e.g. "ctypes.CDLL(..., RTLD_GLOBAL)"
+};
+
+// An import name of the plan that loads no native code, and why.
+struct UnresolvedImport {
+  std::string import_name;
+  std::string reason;  // "not found on sys.path", "no native module found"
+};
+
+struct ImportPlan {
+  std::vector<ImportStep> steps;
+  std::vector<UnresolvedImport> unresolved;  // in the order asked
 };
 
 // The extension modules (and ctypes-loaded libraries) that
 // `import <imports[0]>, <imports[1]>, ...` would dlopen first, in order, each
-// file once. Chosen from a table of each package's import-time loads,
-// checked against the real imports of torch 1.13, numpy 1.24, numba 0.56,
-// scipy 1.10 and Debian's cv2 (dependencies such as numpy inside torch are
-// placed where the package imports them). An approximation: versions move
-// imports around, and only loads the table knows are listed — not every
-// extension module a package holds. Packages absent from `env` are skipped;
-// a package the table does not know loads its own top-level extension module
-// (a single-file `name<EXT_SUFFIX>`), if it is one.
-// The default list is the usual training-job prologue.
-std::vector<ImportStep> usual_import_set(const Environment& env, const host::Host& host,
-                                         const std::vector<std::string>& imports = {
-                                             "torch", "numpy", "cv2", "sklearn", "numba"});
+// file once. Known packages follow a table of each package's import-time
+// loads, checked against the real imports of torch 1.13, numpy 1.24, numba
+// 0.56, scipy 1.10 and Debian's cv2 (dependencies such as numpy inside torch
+// are placed where the package imports them). An approximation: versions
+// move imports around, and only loads the table knows are listed — not every
+// extension module a package holds. Any other package loads its extension
+// modules as found by scan_with_facts (RECORD, else its tree): those its
+// __init__.py names first, in the order it names them, then the package's
+// other top-level modules, then the deeper ones (StepSource::Inferred). Every
+// name that loads nothing is listed in `unresolved` with the reason.
+ImportPlan plan_imports(const Environment& env, const host::Host& host,
+                        const std::vector<std::string>& imports);
+
+// The import set `check` replays when none is given: the usual training-job
+// prologue (torch, numpy, cv2, sklearn, numba), then the other installed
+// packages of the table, then every installed package whose distribution
+// vendors an OpenMP, BLAS, TBB or CUDA runtime (Distribution::runtime_files).
+std::vector<std::string> default_imports(const Environment& env);
+const std::vector<std::string>& usual_imports();  // the five
 
 }  // namespace mld::pyenv

@@ -249,7 +249,7 @@ TEST(LayoutConda, TorchWheelNvidiaAndRecordLibraries) {
   EXPECT_EQ(env.other_libraries[0].path, "/opt/conda/lib/libiomp5.so");
   EXPECT_EQ(env.other_libraries[0].distribution, "intel-openmp");
 
-  std::vector<ImportStep> steps = usual_import_set(env, h, {"torch"});
+  std::vector<ImportStep> steps = plan_imports(env, h, {"torch"}).steps;
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0].path, sp + "/torch/lib/libtorch_global_deps.so");
   EXPECT_EQ(steps[0].kind, NativeKind::Library);
@@ -324,7 +324,7 @@ TEST(LayoutDebian, DistPackagesEggInfoDuplicatesAndShadowing) {
   EXPECT_EQ(cv2->extension_modules[0].module, "cv2");
 
   // Debian's cv2 is dlopen'ed before the numpy its PyInit imports.
-  std::vector<ImportStep> steps = usual_import_set(env, h, {"cv2", "numpy"});
+  std::vector<ImportStep> steps = plan_imports(env, h, {"cv2", "numpy"}).steps;
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0].module, "cv2");
   EXPECT_EQ(steps[1].module, "numpy.core._multiarray_umath");
@@ -396,14 +396,14 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   EXPECT_EQ(libs, (std::vector<std::string>{"/numba/helper.so", "/numba/np/ufunc/armlib.so.1"}));
 
   // The threading layer: at first parallel use, in NUMBA_THREADING_LAYER order.
-  std::vector<ImportStep> steps = usual_import_set(env, h, {"numba"});
+  std::vector<ImportStep> steps = plan_imports(env, h, {"numba"}).steps;
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[0].module, "numba.np.ufunc._internal");
   EXPECT_EQ(steps[1].module, "numba.np.ufunc.omppool");
   EXPECT_EQ(steps[1].when, LoadTime::FirstParallelUse);
   EXPECT_EQ(steps[2].module, "numba.np.ufunc.workqueue");
   h.setenv("NUMBA_THREADING_LAYER", "workqueue");
-  steps = usual_import_set(env, h, {"numba"});
+  steps = plan_imports(env, h, {"numba"}).steps;
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[1].module, "numba.np.ufunc.workqueue");
 }
@@ -586,7 +586,7 @@ TEST(RealPython, UsualImportSetFollowsRealDlopenOrder) {
       real.push_back(r.out.substr(pos + 5, end - pos - 5));
     pos = eol;
   }
-  std::vector<ImportStep> steps = usual_import_set(env, h, imports);
+  std::vector<ImportStep> steps = plan_imports(env, h, imports).steps;
   ASSERT_FALSE(steps.empty());
   size_t at = 0;
   for (const ImportStep& s : steps) {
@@ -652,4 +652,96 @@ TEST(Probe, VersionNumbersAreIntegersThatFitAnInt) {
       "\"base_prefix\":\"\",\"path\":[],\"ext_suffix\":\"\",\"soabi\":\"\",\"platform\":\"linux\"}",
       "py: ");
   EXPECT_EQ(f.version, "3.11.2147483647");
+}
+
+// A package the table does not know: its modules from RECORD, those its
+// __init__.py names first, in the order named; RECORD's odd entries noted;
+// a name that loads nothing listed with the reason, never dropped.
+TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/pkg/__init__.py", "from . import _version\nfrom ._zeta import z\nfrom ._core import *\n");
+  t.extension(sp + "/pkg/_core" + ext, "_core");
+  t.extension(sp + "/pkg/_alpha" + ext, "_alpha");
+  t.extension(sp + "/pkg/_zeta" + ext, "_zeta");
+  t.extension(sp + "/pkg/ops/_deep" + ext, "_deep");
+  t.extension(sp + "/pkg/_unlisted" + ext, "_unlisted");  // not in RECORD: not replayed
+  t.elf(sp + "/pkg.libs/libgomp-1a2b3c4d.so.1");
+  t.file(sp + "/pkg-1.0.dist-info/METADATA", "Name: pkg\nVersion: 1.0\n");
+  t.file(sp + "/pkg-1.0.dist-info/top_level.txt", "pkg\n");
+  t.file(sp + "/pkg-1.0.dist-info/RECORD",
+         "pkg/__init__.py,,\npkg/_core" + ext + ",,\npkg/_alpha" + ext + ",,\npkg/_zeta" + ext +
+             ",,\npkg/ops/_deep" + ext + ",,\npkg.libs/libgomp-1a2b3c4d.so.1,,\n" +
+             "pkg/_gone" + ext + ",,\n/etc/evil.so,,\n../../../x/outside.so,,\n" +
+             "pkg-1.0.dist-info/RECORD,,\n");
+  // Pure Python, and a dist-info without RECORD.
+  t.file(sp + "/purepy/__init__.py");
+  t.file(sp + "/norec/__init__.py");
+  t.extension(sp + "/norec/_n" + ext, "_n");
+  t.file(sp + "/norec-2.0.dist-info/METADATA", "Name: norec\nVersion: 2.0\n");
+  t.file(sp + "/norec-2.0.dist-info/top_level.txt", "norec\n");
+
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"pkg", "purepy", "norec", "nosuchpkg"};
+  Environment env = scan_environment(h, opts);
+
+  const ImportedPackage* pkg = env.find_package("pkg");
+  ASSERT_NE(pkg, nullptr);
+  EXPECT_TRUE(pkg->natives_from_record);
+  EXPECT_EQ(pkg->distribution, std::optional<std::string>("pkg"));
+  ASSERT_EQ(pkg->libraries.size(), 1u);
+  EXPECT_EQ(pkg->libraries[0].path, sp + "/pkg.libs/libgomp-1a2b3c4d.so.1");
+  EXPECT_TRUE(has_problem(env, sp + "/pkg/_gone" + ext, "listed in pkg's RECORD but missing"))
+      << problems_text(env);
+  EXPECT_TRUE(has_problem(env, sp + "/pkg-1.0.dist-info/RECORD", "/etc/evil.so"));
+  EXPECT_TRUE(has_problem(env, sp + "/pkg-1.0.dist-info/RECORD", "outside.so"));
+  EXPECT_TRUE(has_problem(env, sp + "/norec-2.0.dist-info", "no RECORD"));
+  // The runtime it vendors puts it in check's default import set.
+  const Distribution* d = env.find_distribution("pkg");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->runtime_files, std::vector<std::string>{sp + "/pkg.libs/libgomp-1a2b3c4d.so.1"});
+  std::vector<std::string> defaults = default_imports(env);
+  EXPECT_NE(std::find(defaults.begin(), defaults.end(), "pkg"), defaults.end());
+
+  ImportPlan plan = plan_imports(env, h, {"pkg", "purepy", "norec", "nosuchpkg"});
+  std::vector<std::string> modules;
+  for (const ImportStep& s : plan.steps) {
+    modules.push_back(s.module);
+    EXPECT_EQ(s.source, StepSource::Inferred) << s.module;
+  }
+  EXPECT_EQ(modules, (std::vector<std::string>{"pkg._zeta", "pkg._core", "pkg._alpha",
+                                               "pkg.ops._deep", "norec._n"}));
+  EXPECT_NE(plan.steps[0].note.find("named in pkg/__init__.py"), std::string::npos);
+  ASSERT_EQ(plan.unresolved.size(), 2u);
+  EXPECT_EQ(plan.unresolved[0].import_name, "purepy");
+  EXPECT_NE(plan.unresolved[0].reason.find("no native module"), std::string::npos);
+  EXPECT_EQ(plan.unresolved[1].import_name, "nosuchpkg");
+  EXPECT_NE(plan.unresolved[1].reason.find("not found"), std::string::npos);
+}
+
+// Two distributions installed over one import name: the report says so.
+TEST(ImportPlan, TwoDistributionsClaimingOneNameAreNoted) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  t.file(sp + "/cv2/__init__.py");
+  t.extension(sp + "/cv2/cv2.abi3.so", "cv2");
+  for (std::string dist : {"opencv_python-4.8.1.78", "opencv_python_headless-4.8.1.78"}) {
+    std::string name = dist.substr(0, dist.find('-'));
+    t.file(sp + "/" + dist + ".dist-info/METADATA", "Name: " + name + "\nVersion: 4.8.1.78\n");
+    t.file(sp + "/" + dist + ".dist-info/top_level.txt", "cv2\n");
+  }
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  Environment env = scan_environment(h, opts);
+  EXPECT_TRUE(has_problem(env, sp + "/cv2", "claimed by two distributions")) << problems_text(env);
+  ASSERT_NE(env.find_package("cv2"), nullptr);
+  ASSERT_EQ(plan_imports(env, h, {"cv2"}).steps.size(), 1u);
 }

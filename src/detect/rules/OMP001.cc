@@ -5,6 +5,56 @@
 // with "OMP: Error #15" when it initialises (rules/OMP001.toml).
 #include "detect/detect.h"
 
+namespace {
+
+using mld::detect::Installer;
+
+// The fix a user can apply where the runtimes come from: pip cannot make two
+// wheels share one vendored copy, conda can (one channel), Debian's packages
+// already do. Empty: the rule's general fix (a mixture, or unknown origins).
+std::string fix_for_installers(const mld::detect::OpenMpProcess& p, bool aborts) {
+  std::optional<Installer> all;
+  std::string owners;
+  for (const mld::detect::OpenMpRuntime& r : p.runtimes) {
+    if (r.installer == Installer::Unknown) return "";
+    if (all && *all != r.installer) all = Installer::Unknown;
+    if (!all) all = r.installer;
+    if (!r.owner.empty() && owners.find(r.owner) == std::string::npos)
+      owners += (owners.empty() ? "" : ", ") + r.owner;
+  }
+  const std::string dont = "; do not set KMP_DUPLICATE_LIB_OK=TRUE, which only hides the clash";
+  switch (all.value_or(Installer::Unknown)) {
+    case Installer::Wheel:
+      if (aborts)
+        return "these wheels" + (owners.empty() ? "" : " (" + owners + ")") +
+               " each vendor an LLVM/Intel OpenMP, and pip cannot make them share one: install "
+               "the packages from one source that links a single runtime (all conda-forge, or "
+               "the distribution's packages), or replace one with a build that uses GNU "
+               "libgomp" +
+               dont;
+      return "these wheels" + (owners.empty() ? "" : " (" + owners + ")") +
+             " each vendor their own OpenMP runtime, and pip cannot make them share one: size "
+             "the pools together (OMP_NUM_THREADS applies to every copy at its start; "
+             "threadpoolctl.threadpool_limits(n) limits each copy at run time), or install the "
+             "packages from one source that links a single runtime (all conda-forge, or the "
+             "distribution's packages)" +
+             dont;
+    case Installer::Conda:
+      return "install these packages from one channel so they link one OpenMP runtime (e.g. "
+             "`conda install -c conda-forge <packages>`; `conda list openmp` shows the "
+             "runtimes, and `_openmp_mutex` chooses GNU or LLVM OpenMP for the environment)" +
+             dont;
+    case Installer::System:
+      return "these runtimes are all the distribution's: rebuild or reinstall the package "
+             "that links a second runtime so that all link the system libgomp.so.1" +
+             dont;
+    case Installer::Unknown: break;
+  }
+  return "";
+}
+
+}  // namespace
+
 MLD_DETECTOR(OMP001) {
   using namespace mld;
   for (const detect::OpenMpProcess& p : facts.openmp) {
@@ -33,6 +83,7 @@ MLD_DETECTOR(OMP001) {
                                 (r.interface.empty() ? "" : " (" + r.interface + ")") +
                                 (r.how.empty() ? "" : ", " + r.how),
                             "", std::nullopt});
+    if (!p.has_mkl) d.fix = fix_for_installers(p, kmp >= 2);
     if (p.has_mkl) {
       d.fix =
           "let MKL use the GNU runtime the others already load: MKL_THREADING_LAYER=GNU (then "
