@@ -52,13 +52,18 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   detect::OpenMpProcess omp;
   omp.process = imports_text(sim);
   for (const OpenMpRuntime& r : sim.openmp)
-    omp.runtimes.push_back(
-        {r.kind, r.soname, r.path, "", "loaded by " + r.brought_by, r.load_index});
+    omp.runtimes.push_back({r.kind, r.soname, r.path, "", "loaded by " + r.brought_by, r.load_index,
+                            r.kind == loader::OpenMpKind::Gnu
+                                ? std::string()
+                                : loader::kmp_library_name(sim.process.objects[r.load_index])});
   if (std::optional<size_t> mkl = mkl_rt_of(sim.process)) {
     omp.has_mkl = true;
-    omp.mkl = detect::MklLoad{sim.process.objects[*mkl].path, "loaded by " + sim.loaded_by[*mkl],
-                              *mkl, report.python && report.python->find_package("mkl") != nullptr,
-                              host.getenv("MKL_THREADING_LAYER")};
+    omp.mkl = detect::MklLoad{sim.process.objects[*mkl].path,
+                              "loaded by " + sim.loaded_by[*mkl],
+                              *mkl,
+                              report.python && report.python->find_package("mkl") != nullptr,
+                              host.getenv("MKL_THREADING_LAYER"),
+                              host.getenv("MKL_SERVICE_FORCE_INTEL").has_value()};
   }
   facts.openmp.push_back(std::move(omp));
   // The first import that fails on static TLS (the later ones run in a

@@ -50,6 +50,7 @@ json imports_json(const check::CheckReport& r) {
     json j = {{"import", st.import_name}, {"module", st.module}, {"path", st.path}};
     if (i < s.sequence.steps.size()) {
       j["ok"] = s.sequence.steps[i].ok;
+      j["loaded"] = s.sequence.steps[i].loaded;
       if (!s.sequence.steps[i].ok) j["error"] = s.sequence.steps[i].error;
     }
     steps.push_back(std::move(j));
@@ -64,6 +65,7 @@ json imports_json(const check::CheckReport& r) {
           {"steps", steps},
           {"openmp_runtimes", omp},
           {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
+          {"mkl_layer", s.mkl_layer ? json(*s.mkl_layer) : json(nullptr)},
           {"static_tls",
            {{"surplus", s.sequence.surplus},
             {"static_size", s.sequence.static_size},
