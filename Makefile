@@ -21,7 +21,12 @@ build: deps
 doctor: build
 	@$(BUILD)/mldoctor check $(ARGS); rc=$$?; [ $$rc -le 1 ]
 
+# The non-free Debian packages some scenario tests run against (Intel MKL,
+# the CUDA 11 runtime) are downloaded under a private apt configuration and
+# unpacked into $(BUILD)/test-debs (scripts/fetch-test-debs.sh); a failed
+# download makes those tests fail with what could not be fetched.
 test: build
+	@scripts/fetch-test-debs.sh $(BUILD)/test-debs
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Every test again in a build with ASan, UBSan and LeakSanitizer
@@ -30,6 +35,7 @@ SANITIZE_BUILD ?= build-sanitize
 test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DMLD_SANITIZE=ON >/dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	@scripts/fetch-test-debs.sh $(SANITIZE_BUILD)/test-debs
 	@scripts/test-sanitize.sh $(SANITIZE_BUILD)
 
 # Everything but the scenario tests labelled "slow".

@@ -25,6 +25,7 @@ std::string describe_step(const pyenv::ImportStep& s) {
   std::string d = "import " + s.import_name;
   std::string what = s.module.empty() ? s.path.substr(s.path.rfind('/') + 1) : s.module;
   if (s.when == pyenv::LoadTime::FirstParallelUse) d = s.import_name + "'s first parallel call";
+  if (s.when == pyenv::LoadTime::MklFirstCall) d = s.import_name + "'s first MKL call";
   return d + " (" + what + ")";
 }
 
@@ -81,6 +82,7 @@ ImportSimulation simulate(loader::Loader& loader, const std::string& program, lo
   sim.process = std::move(start);
   sim.sequence = loader::simulate_dlopen_sequence(loader, sim.process, paths, params);
   sim.steps = std::move(steps);
+  append_mkl_first_call(loader, sim, params);
 
   // Who brought each object: the interpreter, or the first step whose
   // dlopen() added it.

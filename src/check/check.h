@@ -72,7 +72,17 @@ struct ImportSimulation {
   std::map<std::string, std::string> owners;
   // Names asked for with --import that load no native code, and why.
   std::vector<pyenv::UnresolvedImport> unresolved;
+  // MKL's threading layer at libmkl_rt's first call, if libmkl_rt is loaded.
+  std::optional<std::string> mkl_layer;  // "INTEL", "GNU", "SEQUENTIAL", ...
 };
+
+// mkl-layer.cc: the threading layer libmkl_rt would run (MKL_THREADING_LAYER,
+// or mkl-service's choice at `import mkl`); *exits is set when mkl-service
+// would stop the process instead. And the loads of libmkl_rt's first call,
+// appended to `sim` (steps with LoadTime::MklFirstCall) and simulated.
+std::string mkl_threading_layer(const ImportSimulation& sim, const host::Host& host, bool* exits);
+void append_mkl_first_call(loader::Loader& loader, ImportSimulation& sim,
+                           const loader::StaticTlsParams& params);
 
 // One library of the GPU job's native stack as dlopen(soname) would find it
 // on this node (LD_LIBRARY_PATH, ld.so.cache, the system directories):

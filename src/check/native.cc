@@ -85,16 +85,22 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   omp.process = imports_text(sim);
   for (const OpenMpRuntime& r : sim.openmp) {
     std::optional<std::string> owner = detect::owner_of(simulated, r.path);
-    omp.runtimes.push_back({r.kind, r.soname, r.path, "",
-                            "loaded by " + r.brought_by + (owner ? ", from " + *owner : ""),
-                            r.load_index, installer_of(host, report, r.path, owner.has_value()),
-                            owner.value_or("")});
+    omp.runtimes.push_back(
+        {r.kind, r.soname, r.path, "",
+         "loaded by " + r.brought_by + (owner ? ", from " + *owner : ""), r.load_index,
+         r.kind == loader::OpenMpKind::Gnu
+             ? std::string()
+             : loader::kmp_library_name(sim.process.objects[r.load_index]),
+         installer_of(host, report, r.path, owner.has_value()), owner.value_or("")});
   }
   if (std::optional<size_t> mkl = mkl_rt_of(sim.process)) {
     omp.has_mkl = true;
-    omp.mkl = detect::MklLoad{sim.process.objects[*mkl].path, "loaded by " + sim.loaded_by[*mkl],
-                              *mkl, report.python && report.python->find_package("mkl") != nullptr,
-                              host.getenv("MKL_THREADING_LAYER")};
+    omp.mkl = detect::MklLoad{sim.process.objects[*mkl].path,
+                              "loaded by " + sim.loaded_by[*mkl],
+                              *mkl,
+                              report.python && report.python->find_package("mkl") != nullptr,
+                              host.getenv("MKL_THREADING_LAYER"),
+                              host.getenv("MKL_SERVICE_FORCE_INTEL").has_value()};
   }
   facts.openmp.push_back(std::move(omp));
   // The first import that fails on static TLS (the later ones run in a

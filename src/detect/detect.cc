@@ -51,7 +51,8 @@ OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
     const loader::Object& o = process.objects[i];
     const std::string needed = loader::needed_by(process, i);
     out.runtimes.push_back({loader::openmp_kind(o), std::string(loader::object_soname(o)), o.path,
-                            "", needed.empty() ? "" : "needed by " + needed});
+                            "", needed.empty() ? "" : "needed by " + needed, i,
+                            loader::kmp_library_name(o), Installer::Unknown, ""});
   }
   for (const loader::Object& o : process.objects)
     if (!o.faked && !o.removed && loader::object_soname(o).starts_with("libmkl_rt"))

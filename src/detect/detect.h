@@ -42,6 +42,7 @@ struct OpenMpRuntime {
   std::string interface;  // the highest OMP_x.y version it defines, when read
   std::string how;        // "loaded by import torch (torch._C)", "needed by libtorch_cpu.so"
   size_t position = 0;    // in the process's load order
+  std::string announces;  // LLVM/Intel: the name it prints in OMP: Error #15 ("libomp.so.5")
   Installer installer = Installer::Unknown;  // check only
   std::string owner;  // the distribution that installed it: "torch 2.1.0" (check only)
 };
@@ -54,6 +55,7 @@ struct MklLoad {
   size_t position = 0;       // in the process's load order
   bool mkl_service = false;  // mkl-service is installed: `import mkl` runs its check
   std::optional<std::string> threading_layer;  // MKL_THREADING_LAYER of the process
+  bool force_intel = false;  // MKL_SERVICE_FORCE_INTEL is set: mkl-service prints and goes on
 };
 
 // The OpenMP runtimes of one process: predicted (check, libs) or seen (run).

@@ -87,6 +87,7 @@ json imports_json(const check::CheckReport& r) {
           {"objects", objects},
           {"openmp_runtimes", omp},
           {"numba_layer", s.numba_layer ? json(*s.numba_layer) : json(nullptr)},
+          {"mkl_layer", s.mkl_layer ? json(*s.mkl_layer) : json(nullptr)},
           {"static_tls",
            {{"surplus", s.sequence.surplus},
             {"static_size", s.sequence.static_size},

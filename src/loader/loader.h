@@ -396,6 +396,9 @@ std::string_view openmp_kind_name(OpenMpKind k);
 // Which OpenMP runtime an object is (by soname and defined symbols).
 OpenMpKind openmp_kind(const Object& o);
 
+// The library name an LLVM/Intel runtime prints in its messages (compiled
+// in: "libomp.so.5" for Debian's libomp under any soname); "" if not read.
+std::string kmp_library_name(const Object& o);
 // The objects of `process` that are OpenMP runtimes, in load order.
 std::vector<size_t> openmp_runtimes(const Process& process);
 // The soname an object goes by (else its file name).

@@ -146,10 +146,33 @@ OpenMpKind openmp_kind(const Object& o) {
       (so.substr(3, 3) != "gom" && so.substr(3, 3) != "iom" && so.substr(3, 3) != "omp"))
     return OpenMpKind::None;
   std::string name = strip_vendor_hash(so);
-  if (starts_with(name, "libgomp.so")) return OpenMpKind::Gnu;
+  // A file that calls itself libgomp but is LLVM's runtime (a copy
+  // patchelf'd to that soname; conda-forge's _openmp_mutex=*_llvm links
+  // lib/libgomp.so.1 to libomp.so, whose soname says libomp): LLVM's entry
+  // points decide.
+  if (starts_with(name, "libgomp.so"))
+    return o.elf && o.elf->defines_symbol("__kmpc_fork_call") ? OpenMpKind::Llvm : OpenMpKind::Gnu;
   if (starts_with(name, "libiomp5")) return OpenMpKind::Intel;
   if (starts_with(name, "libomp.so") || starts_with(name, "libomp5")) return OpenMpKind::Llvm;
   return OpenMpKind::None;
+}
+
+std::string kmp_library_name(const Object& o) {
+  // LLVM's and Intel's runtimes print KMP_LIBRARY_FILE, compiled in, in
+  // "OMP: Error #15: Initializing <it>, but found <the other's> already
+  // initialized." — not the soname a copy was renamed to.
+  if (!o.elf || !o.file) return "";
+  std::optional<elf::FileRange> rodata = o.elf->progbits_range(".rodata");
+  if (!rodata) return "";
+  try {
+    for (std::string_view name : {"libiomp5.so", "libomp.so.5", "libomp.so"}) {
+      std::string needle = std::string(1, '\0') + std::string(name) + '\0';
+      if (find_in_source(*o.file, *rodata, needle)) return std::string(name);
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  return "";
 }
 
 std::vector<size_t> openmp_runtimes(const Process& p) {

@@ -292,8 +292,9 @@ TorchBuild torch_build(const host::Host& host, const Environment& env);
 // ─── import-set.cc ──────────────────────────────────────────────────────────
 
 enum class LoadTime {
-  AtImport,         // dlopen'ed while `import <name>` runs
-  FirstParallelUse  // numba's threading layer: loaded by the first parallel call
+  AtImport,          // dlopen'ed while `import <name>` runs
+  FirstParallelUse,  // numba's threading layer: loaded by the first parallel call
+  MklFirstCall       // MKL's threading layer: loaded by libmkl_rt's first call (check/mkl-layer.cc)
 };
 
 // Where a step of the plan comes from.

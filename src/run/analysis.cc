@@ -99,8 +99,8 @@ detect::OpenMpProcess openmp_facts(const TracedProcess& p, const AnalysisContext
     if (base(o.path).starts_with("libmkl_rt")) out.has_mkl = true;
     const loader::OpenMpKind k = openmp_runtime_kind(o);
     if (k == loader::OpenMpKind::None) continue;
-    out.runtimes.push_back(
-        {k, base(o.path), o.path, openmp_interface(ctx.host, o.path), load_chain(p, o.path)});
+    out.runtimes.push_back({k, base(o.path), o.path, openmp_interface(ctx.host, o.path),
+                            load_chain(p, o.path), 0, "", detect::Installer::Unknown, ""});
   }
   return out;
 }

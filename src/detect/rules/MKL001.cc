@@ -50,10 +50,22 @@ MLD_DETECTOR(MKL001) {
     d.subject = "MKL_THREADING_LAYER";
     if (layer == "INTEL" && gnu_before) {
       d.escalated = true;
+      // Without mkl-service (or with MKL_SERVICE_FORCE_INTEL) the process
+      // goes on: libmkl_intel_thread forks through libiomp5 while its omp_*
+      // queries bind to the GNU runtime already global (seen with Debian's
+      // MKL 2020.4 beside torch: a 2-thread dgemm computes wrong values).
+      const std::string goes_on =
+          "MKL's Intel layer starts libiomp5 beside it at its first call, and its omp_* calls "
+          "can bind to " +
+          file_name(gnu_before->path) +
+          " while its parallel regions run on libiomp5: wrong results";
       d.message = "MKL_THREADING_LAYER=" + *mkl.threading_layer + " is incompatible with " +
                   file_name(gnu_before->path) + ", loaded before MKL: " +
-                  (mkl.mkl_service ? "mkl-service prints this and exits at `import mkl`"
-                                   : "MKL's Intel layer would start libiomp5 beside it");
+                  (!mkl.mkl_service  ? goes_on
+                   : mkl.force_intel ? "mkl-service prints this at `import mkl` and goes on "
+                                       "(MKL_SERVICE_FORCE_INTEL); " +
+                                           goes_on
+                                     : "mkl-service prints this and exits at `import mkl`");
     } else if (gnu_before) {
       // mkl-service would see the GNU runtime and pick GNU; plain libmkl_rt
       // keeps its INTEL default.

@@ -53,6 +53,20 @@ std::string fix_for_installers(const mld::detect::OpenMpProcess& p, bool aborts)
   return "";
 }
 
+// The runtime's own words when the LLVM/Intel copies are known by the
+// names they print: "OMP: Error #15: Initializing libomp.so.5, but found
+// libomp.so.5 already initialized." The copy loaded second is taken to
+// start second.
+std::string error15(const mld::detect::OpenMpProcess& p) {
+  std::vector<const mld::detect::OpenMpRuntime*> kmp;
+  for (const mld::detect::OpenMpRuntime& r : p.runtimes)
+    if (r.kind != mld::loader::OpenMpKind::Gnu) kmp.push_back(&r);
+  if (kmp.size() < 2 || kmp[0]->announces.empty() || kmp[1]->announces.empty())
+    return "OMP: Error #15";
+  return "OMP: Error #15: Initializing " + kmp[1]->announces + ", but found " + kmp[0]->announces +
+         " already initialized.";
+}
+
 }  // namespace
 
 MLD_DETECTOR(OMP001) {
@@ -75,7 +89,7 @@ MLD_DETECTOR(OMP001) {
     else if (p.aborted)
       d.message += ": the second LLVM/Intel copy aborted it (\"OMP: Error #15\")";
     else
-      d.message += std::string(": the second LLVM/Intel copy aborts with \"OMP: Error #15\"") +
+      d.message += std::string(": the second LLVM/Intel copy aborts with \"") + error15(p) + "\"" +
                    (p.observed ? " when it starts" : "");
     for (const detect::OpenMpRuntime& r : p.runtimes)
       d.evidence.push_back({std::string(loader::openmp_kind_name(r.kind)) + " " + r.soname +

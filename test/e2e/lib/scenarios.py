@@ -78,6 +78,27 @@ def run_python(code, env, timeout=120):
 
 # ---------------------------------------------------------------- fixtures
 
+def test_debs_libdir(*files):
+    """The library directory of the non-free Debian packages that
+    scripts/fetch-test-debs.sh unpacked (make test runs it) into
+    $MLD_BUILD_DIR/test-debs, checked to hold FILES. When they are missing the
+    test FAILS (exit 1) with what could not be fetched: `make test` is
+    supposed to provide them, so this is never a skip."""
+    dest = os.environ.get("MLD_TEST_DEBS") or os.path.join(os.environ.get("MLD_BUILD_DIR", "build"), "test-debs")
+    libdir = os.path.join(dest, "root", "usr", "lib", "x86_64-linux-gnu")
+    missing = [f for f in files if not os.path.exists(os.path.join(libdir, f))]
+    if missing:
+        why = ""
+        try:
+            with open(os.path.join(dest, "FETCH-FAILED")) as f:
+                why = f.read()
+        except OSError:
+            why = "(no %s/FETCH-FAILED: was scripts/fetch-test-debs.sh %s run? make test runs it)\n" % (dest, dest)
+        print("FAIL: %s lacks %s; what could not be fetched:\n%s" % (libdir, ", ".join(missing), why))
+        sys.exit(1)
+    return libdir
+
+
 MODULE_TEMPLATE = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
