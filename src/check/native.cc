@@ -43,8 +43,8 @@ detect::Installer installer_of(const host::Host& host, const CheckReport& report
                                const std::string& path, bool owned) {
   const std::string file = host::normalize_path(path);
   if (report.python) {
-    for (const std::string& prefix : {report.python->python.prefix,
-                                      report.python->python.base_prefix}) {
+    for (const std::string& prefix :
+         {report.python->python.prefix, report.python->python.base_prefix}) {
       if (prefix.empty() || prefix == "/usr" || !file.starts_with(prefix + "/")) continue;
       if (host.stat(host::join_path(prefix, "conda-meta")).kind == host::FileKind::Directory)
         return detect::Installer::Conda;

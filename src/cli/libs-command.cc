@@ -90,7 +90,7 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   std::string first_path;
   size_t first_index = 0;  // of its facts
   Process grown;           // the first program after --load-order's calls
-  detect::Facts facts;  // for the detectors of hazards other commands see too
+  detect::Facts facts;     // for the detectors of hazards other commands see too
 
   for (const std::string& path : opts.paths) {
     std::string error;

@@ -429,14 +429,14 @@ struct DlopenStep {
   std::string object;  // the name passed to dlopen()
   bool ok = true;
   StepFailure failure = StepFailure::None;
-  std::string error;                // the dlerror() text glibc would print
+  std::string error;  // the dlerror() text glibc would print
   // Version: the unmet need that failed the call (glibc stops at the first),
   // its object indices valid in the process (the objects stay there marked
   // `removed`).
   std::vector<VersionProblem> version_problems;
-  std::string tls_module;           // l_name of the module whose TLS did not fit
-  u64 bytes_needed = 0;             // what that allocation needed
-  u64 bytes_left = 0;               // what was left in the static TLS area
+  std::string tls_module;  // l_name of the module whose TLS did not fit
+  u64 bytes_needed = 0;    // what that allocation needed
+  u64 bytes_left = 0;      // what was left in the static TLS area
   // Paths of the objects this call added (for a failed call: mapped, then
   // unloaded again by the rollback).
   std::vector<std::string> loaded;

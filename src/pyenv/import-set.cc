@@ -207,8 +207,8 @@ struct ImportSetBuilder {
     if (pkg.kind == ImportKind::Package)
       init_text = host.read_file(host::join_path(pkg.path, "__init__.py"), 1 << 20).value_or("");
     struct Ranked {
-      int group;      // 0: named in __init__.py, 1: other top-level, 2: deeper
-      size_t where;   // position of the name in __init__.py
+      int group;     // 0: named in __init__.py, 1: other top-level, 2: deeper
+      size_t where;  // position of the name in __init__.py
       const NativeFile* file;
     };
     std::vector<Ranked> ranked;
@@ -219,8 +219,8 @@ struct ImportSetBuilder {
         ranked.push_back({0, 0, &f});  // `import pkg` is this module itself
         continue;
       }
-      std::string_view rest = std::string_view(f.module).substr(
-          f.module.starts_with(prefix) ? prefix.size() : 0);
+      std::string_view rest =
+          std::string_view(f.module).substr(f.module.starts_with(prefix) ? prefix.size() : 0);
       if (rest.find('.') != std::string_view::npos) {
         ranked.push_back({2, 0, &f});
         continue;
@@ -234,10 +234,10 @@ struct ImportSetBuilder {
       return a.file->module < b.file->module;
     });
     for (const Ranked& r : ranked) {
-      std::string note = r.group == 0 && r.file->module != pkg.import_name
-                             ? "inferred: named in " + pkg.import_name + "/__init__.py"
-                             : "inferred: an extension module of " + pkg.import_name + " (" +
-                                   found_by + ")";
+      std::string note =
+          r.group == 0 && r.file->module != pkg.import_name
+              ? "inferred: named in " + pkg.import_name + "/__init__.py"
+              : "inferred: an extension module of " + pkg.import_name + " (" + found_by + ")";
       emit(*r.file, pkg.import_name, LoadTime::AtImport, note, StepSource::Inferred);
     }
   }
@@ -245,8 +245,7 @@ struct ImportSetBuilder {
   // The first position of `word` in `text` as a whole identifier.
   static size_t word_at(std::string_view text, std::string_view word) {
     auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    for (size_t at = text.find(word); at != std::string_view::npos;
-         at = text.find(word, at + 1)) {
+    for (size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
       bool starts = at == 0 || !ident(text[at - 1]);
       bool ends = at + word.size() == text.size() || !ident(text[at + word.size()]);
       if (starts && ends) return at;
@@ -328,9 +327,9 @@ ImportPlan plan_imports(const Environment& env, const host::Host& host,
       bool has_native = false;
       for (const NativeFile& f : pkg->extension_modules) has_native |= f.loadable_by_interpreter;
       if (!has_native)
-        plan.unresolved.push_back(
-            {name, pkg->extension_modules.empty() ? "no native module found (" + pkg->path + ")"
-                                                  : "no extension module this Python can load"});
+        plan.unresolved.push_back({name, pkg->extension_modules.empty()
+                                             ? "no native module found (" + pkg->path + ")"
+                                             : "no extension module this Python can load"});
     }
   }
   // Loads at first parallel use come after every import.

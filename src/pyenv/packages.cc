@@ -361,8 +361,8 @@ const Distribution* owning_distribution(const std::vector<Distribution>& dists,
 // auditwheel's hash ("libgomp-a34b3233.so.1").
 bool names_a_runtime(std::string_view file) {
   static constexpr std::string_view kRuntimes[] = {
-      "libgomp",   "libomp",  "libiomp5", "libopenblas", "libmkl_", "libblis", "libtbb",
-      "libcudart", "libcublas", "libcudnn", "libnccl"};
+      "libgomp", "libomp",    "libiomp5",  "libopenblas", "libmkl_", "libblis",
+      "libtbb",  "libcudart", "libcublas", "libcudnn",    "libnccl"};
   if (!named_like_shared_object(file)) return false;
   for (std::string_view r : kRuntimes)
     if (file.starts_with(r)) return true;
@@ -385,12 +385,12 @@ bool natives_from_record(const host::Host& host, PackageScanner& scanner, const 
     std::string_view name = base_name(p);
     if (!named_like_shared_object(name)) continue;
     const bool in_package = p.starts_with(pkg.path + "/");
-    const bool in_libs = !in_package && p.starts_with(libs_prefix) &&
-                         p.find('/', libs_prefix.size()) != std::string::npos &&
-                         std::string_view(p).substr(libs_prefix.size(),
-                                                    p.find('/', libs_prefix.size()) -
-                                                        libs_prefix.size())
-                             .ends_with(".libs");
+    const bool in_libs =
+        !in_package && p.starts_with(libs_prefix) &&
+        p.find('/', libs_prefix.size()) != std::string::npos &&
+        std::string_view(p)
+            .substr(libs_prefix.size(), p.find('/', libs_prefix.size()) - libs_prefix.size())
+            .ends_with(".libs");
     if (!in_package && !in_libs) {
       if (!p.starts_with(libs_prefix))
         problems.push_back({d.metadata_path + "/RECORD",

@@ -128,7 +128,8 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
     t = (t.empty() ? "(nothing to import)" : t) + " → " + std::to_string(s.steps.size()) +
         " dlopen calls, " + std::to_string(live) + " objects";
     size_t inferred = 0;
-    for (const pyenv::ImportStep& st : s.steps) inferred += st.source == pyenv::StepSource::Inferred;
+    for (const pyenv::ImportStep& st : s.steps)
+      inferred += st.source == pyenv::StepSource::Inferred;
     if (inferred)
       t += " (" + std::to_string(inferred) + " inferred from packages the table does not know)";
     for (const pyenv::UnresolvedImport& u : s.unresolved)
@@ -136,8 +137,9 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
     // A failed call is rolled back: what follows runs without its objects.
     for (size_t i = 0; i < s.sequence.steps.size() && i < s.steps.size(); i++)
       if (!s.sequence.steps[i].ok)
-        t += " · fails: " + (s.steps[i].module.empty() ? std::string(base_name(s.steps[i].path))
-                                                       : s.steps[i].module) +
+        t += " · fails: " +
+             (s.steps[i].module.empty() ? std::string(base_name(s.steps[i].path))
+                                        : s.steps[i].module) +
              " (" + std::string(loader::step_failure_name(s.sequence.steps[i].failure)) + ")";
     std::string omp;
     for (const check::OpenMpRuntime& rt : s.openmp) omp += (omp.empty() ? "" : ", ") + rt.soname;

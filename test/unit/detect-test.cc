@@ -106,9 +106,8 @@ detect::OpenMpProcess two_runtimes(loader::OpenMpKind second) {
   p.process = "import torch, cv2";
   p.runtimes.push_back({loader::OpenMpKind::Gnu, "libgomp.so.1", "/usr/lib/libgomp.so.1", "",
                         "loaded by import torch", 0, "", detect::Installer::Unknown, ""});
-  p.runtimes.push_back(
-      {second, "libomp.so.5", "/usr/lib/libomp.so.5", "OMP_5.0", "loaded by import cv2", 1, "",
-       detect::Installer::Unknown, ""});
+  p.runtimes.push_back({second, "libomp.so.5", "/usr/lib/libomp.so.5", "OMP_5.0",
+                        "loaded by import cv2", 1, "", detect::Installer::Unknown, ""});
   return p;
 }
 

@@ -396,12 +396,16 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   EXPECT_EQ(libs, (std::vector<std::string>{"/numba/helper.so", "/numba/np/ufunc/armlib.so.1"}));
 
   // The threading layer: at first parallel use, in NUMBA_THREADING_LAYER order.
+  // With tbb first in the order, numba first ctypes-loads libtbb.so.12
+  // (_check_tbb_version_compatible), whether or not it has a tbbpool.
   std::vector<ImportStep> steps = plan_imports(env, h, {"numba"}).steps;
-  ASSERT_EQ(steps.size(), 3u);
+  ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(steps[0].module, "numba.np.ufunc._internal");
-  EXPECT_EQ(steps[1].module, "numba.np.ufunc.omppool");
+  EXPECT_EQ(steps[1].path, "libtbb.so.12");
   EXPECT_EQ(steps[1].when, LoadTime::FirstParallelUse);
-  EXPECT_EQ(steps[2].module, "numba.np.ufunc.workqueue");
+  EXPECT_EQ(steps[2].module, "numba.np.ufunc.omppool");
+  EXPECT_EQ(steps[2].when, LoadTime::FirstParallelUse);
+  EXPECT_EQ(steps[3].module, "numba.np.ufunc.workqueue");
   h.setenv("NUMBA_THREADING_LAYER", "workqueue");
   steps = plan_imports(env, h, {"numba"}).steps;
   ASSERT_EQ(steps.size(), 2u);
@@ -663,7 +667,8 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
   t.file("/usr/lib/python3.11/os.py");
   const std::string sp = "/usr/lib/python3.11/site-packages";
   const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
-  t.file(sp + "/pkg/__init__.py", "from . import _version\nfrom ._zeta import z\nfrom ._core import *\n");
+  t.file(sp + "/pkg/__init__.py",
+         "from . import _version\nfrom ._zeta import z\nfrom ._core import *\n");
   t.extension(sp + "/pkg/_core" + ext, "_core");
   t.extension(sp + "/pkg/_alpha" + ext, "_alpha");
   t.extension(sp + "/pkg/_zeta" + ext, "_zeta");
@@ -674,8 +679,8 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
   t.file(sp + "/pkg-1.0.dist-info/top_level.txt", "pkg\n");
   t.file(sp + "/pkg-1.0.dist-info/RECORD",
          "pkg/__init__.py,,\npkg/_core" + ext + ",,\npkg/_alpha" + ext + ",,\npkg/_zeta" + ext +
-             ",,\npkg/ops/_deep" + ext + ",,\npkg.libs/libgomp-1a2b3c4d.so.1,,\n" +
-             "pkg/_gone" + ext + ",,\n/etc/evil.so,,\n../../../x/outside.so,,\n" +
+             ",,\npkg/ops/_deep" + ext + ",,\npkg.libs/libgomp-1a2b3c4d.so.1,,\n" + "pkg/_gone" +
+             ext + ",,\n/etc/evil.so,,\n../../../x/outside.so,,\n" +
              "pkg-1.0.dist-info/RECORD,,\n");
   // Pure Python, and a dist-info without RECORD.
   t.file(sp + "/purepy/__init__.py");

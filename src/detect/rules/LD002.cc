@@ -11,8 +11,8 @@ namespace {
 // libstdc++-v3/config/abi/pre/gnu.ver): what conda's libstdcxx-ng must be.
 std::optional<std::string> gcc_release_for(std::string_view glibcxx) {
   static constexpr std::pair<std::string_view, std::string_view> kFirst[] = {
-      {"GLIBCXX_3.4.26", "9"},  {"GLIBCXX_3.4.27", "9.2"}, {"GLIBCXX_3.4.28", "9.3"},
-      {"GLIBCXX_3.4.29", "11"}, {"GLIBCXX_3.4.30", "12"}, {"GLIBCXX_3.4.31", "13"},
+      {"GLIBCXX_3.4.26", "9"},    {"GLIBCXX_3.4.27", "9.2"}, {"GLIBCXX_3.4.28", "9.3"},
+      {"GLIBCXX_3.4.29", "11"},   {"GLIBCXX_3.4.30", "12"},  {"GLIBCXX_3.4.31", "13"},
       {"GLIBCXX_3.4.32", "13.2"}, {"GLIBCXX_3.4.33", "14"}};
   for (const auto& [version, gcc] : kFirst)
     if (version == glibcxx) return std::string(gcc);
@@ -51,8 +51,7 @@ MLD_DETECTOR(LD002) {
         std::optional<std::string> gcc = gcc_release_for(vp.version);
         d.fix = "install a libstdc++ new enough for " + vp.version +
                 " into the conda environment " + sp.conda_prefix +
-                ": conda install -c conda-forge 'libstdcxx-ng" + (gcc ? ">=" + *gcc : "") +
-                "'" +
+                ": conda install -c conda-forge 'libstdcxx-ng" + (gcc ? ">=" + *gcc : "") + "'" +
                 (prov.path.starts_with(sp.conda_prefix + "/")
                      ? ""
                      : " (the environment's lib/ is searched before the system's only when the "

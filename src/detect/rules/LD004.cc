@@ -88,8 +88,7 @@ MLD_DETECTOR(LD004) {
       Detection d;
       d.rule = "LD004";
       d.subject = base;
-      d.message = std::to_string(group.size()) + " copies of " + base +
-                  " under different sonames" +
+      d.message = std::to_string(group.size()) + " copies of " + base + " under different sonames" +
                   (same_build == group.size() ? " (one build)"
                    : same_build               ? " (" + std::to_string(same_build) + " of one build)"
                                               : "") +
