@@ -36,21 +36,42 @@ std::optional<size_t> mkl_rt_of(const loader::Process& p) {
   return std::nullopt;
 }
 
-// Who installed a runtime: a conda prefix (its lib/ beside conda-meta/), a
-// wheel (site-packages, or a file a distribution's RECORD lists), or the
-// distribution's packages (/usr/lib, /lib).
-detect::Installer installer_of(const host::Host& host, const CheckReport& report,
+// The conda environment of the interpreter: its prefix when it holds
+// conda-meta/, else "".
+std::string conda_prefix_of(const host::Host& host, const CheckReport& report) {
+  if (!report.python) return "";
+  const std::string& prefix = report.python->python.prefix;
+  if (prefix.empty() || prefix == "/usr") return "";
+  return host.stat(host::join_path(prefix, "conda-meta")).kind == host::FileKind::Directory ? prefix
+                                                                                            : "";
+}
+
+// The INSTALLER of the distribution whose package holds `file` ("pip",
+// "conda", "uv"), if one is known.
+std::optional<std::string> installer_tag(const CheckReport& report, const std::string& file) {
+  if (!report.python) return std::nullopt;
+  for (const pyenv::ImportedPackage& p : report.python->packages)
+    for (const auto* list : {&p.extension_modules, &p.libraries})
+      for (const pyenv::NativeFile& f : *list)
+        if (host::normalize_path(f.path) == file && !f.distribution.empty())
+          if (const pyenv::Distribution* d = report.python->find_distribution(f.distribution))
+            return d->installer;
+  return std::nullopt;
+}
+
+// Who installed a runtime: a package in site-packages by its distribution's
+// INSTALLER (conda installs into site-packages too; a wheel without one is
+// pip's), else a conda prefix's lib/, else the distribution's packages
+// (/usr/lib, /lib).
+detect::Installer installer_of(const CheckReport& report, const std::string& conda_prefix,
                                const std::string& path, bool owned) {
   const std::string file = host::normalize_path(path);
-  if (report.python) {
-    for (const std::string& prefix :
-         {report.python->python.prefix, report.python->python.base_prefix}) {
-      if (prefix.empty() || prefix == "/usr" || !file.starts_with(prefix + "/")) continue;
-      if (host.stat(host::join_path(prefix, "conda-meta")).kind == host::FileKind::Directory)
-        return detect::Installer::Conda;
-    }
+  if (file.find("/site-packages/") != std::string::npos) {
+    std::optional<std::string> tag = installer_tag(report, file);
+    return tag && *tag == "conda" ? detect::Installer::Conda : detect::Installer::Wheel;
   }
-  if (file.find("/site-packages/") != std::string::npos) return detect::Installer::Wheel;
+  if (!conda_prefix.empty() && file.starts_with(conda_prefix + "/"))
+    return detect::Installer::Conda;
   if (file.starts_with("/usr/lib/") || file.starts_with("/lib/") || file.starts_with("/lib64/") ||
       file.starts_with("/usr/lib64/"))
     return detect::Installer::System;
@@ -71,11 +92,7 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   std::vector<loader::VersionProblem> versions = loader::check_versions(sim.process);
   for (const loader::DlopenStep& st : sim.sequence.steps)
     versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
-  std::string conda_prefix;
-  if (report.python && !report.python->python.prefix.empty() &&
-      host.stat(host::join_path(report.python->python.prefix, "conda-meta")).kind ==
-          host::FileKind::Directory)
-    conda_prefix = report.python->python.prefix;
+  const std::string conda_prefix = conda_prefix_of(host, report);
   facts.simulated.push_back({imports_text(sim), &sim.process, std::move(versions), &sim.loaded_by,
                              &sim.owners, conda_prefix});
   const detect::SimulatedProcess& simulated = facts.simulated.back();
@@ -91,7 +108,7 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
          r.kind == loader::OpenMpKind::Gnu
              ? std::string()
              : loader::kmp_library_name(sim.process.objects[r.load_index]),
-         installer_of(host, report, r.path, owner.has_value()), owner.value_or("")});
+         installer_of(report, conda_prefix, r.path, owner.has_value()), owner.value_or("")});
   }
   if (std::optional<size_t> mkl = mkl_rt_of(sim.process)) {
     omp.has_mkl = true;

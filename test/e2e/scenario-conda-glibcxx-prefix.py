@@ -62,6 +62,9 @@ for names in RUNS:
             f = expect_finding(doc, "LD002", tag)
             if f:
                 check_in(message, f.get("message", ""), "[%s] LD002's message is the loader's" % tag)
+                # A conda environment: its own libstdc++, new enough (GCC 13.2 defines 3.4.32).
+                check_in("conda install -c conda-forge 'libstdcxx-ng>=13.2'", f.get("fix", ""),
+                         "[%s] LD002's fix in a conda environment" % tag)
             st = check_step_for(doc, mods[names[0]])
             check(st is not None and st.get("ok") is False, "[%s] check's step fails: %r" % (tag, st))
             if st:

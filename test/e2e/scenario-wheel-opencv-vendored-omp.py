@@ -62,6 +62,11 @@ if doc:
         text = finding_text(f)
         for k, p in copies.items():
             check_in(soname(p), text, "OMP001 names %s's copy" % k)
+        # Each copy's owner, and the fix for wheels (never "use all PyPI wheels").
+        for owner in ("torch 2.1.0", "opencv-python-headless 4.8.1.78", "scikit-learn 1.3.2"):
+            check_in("from " + owner, text, "OMP001 names the distribution " + owner)
+        check_in("pip cannot make them share one", f.get("fix", ""), "OMP001's fix is for wheels")
+        check("PyPI wheels" not in f.get("fix", ""), "OMP001's fix: %r" % f.get("fix"))
     pairs = [sorted(evidence_paths(f)) for f in findings(doc, "LD004")]
     print("check's LD004 groups: %r" % pairs)
     check(sorted([copies["torch"], copies["sklearn"]]) in pairs,

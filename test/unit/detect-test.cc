@@ -144,5 +144,36 @@ TEST(Omp001, OneDetectorForPredictedAndObservedProcesses) {
   EXPECT_TRUE(detect_all(facts).empty());
 }
 
+// The fix follows where the runtimes come from; a mixture (or an unknown
+// origin) gets the rule's general fix.
+TEST(Omp001, FixForWheelsCondaAndTheDistribution) {
+  detect::Facts facts;
+  facts.openmp.push_back(two_runtimes(loader::OpenMpKind::Gnu));
+  auto fix_with = [&](detect::Installer a, detect::Installer b) {
+    facts.openmp[0].runtimes[0].installer = a;
+    facts.openmp[0].runtimes[0].owner = "torch 2.1.0";
+    facts.openmp[0].runtimes[1].installer = b;
+    facts.openmp[0].runtimes[1].owner = "scikit-learn 1.3.2";
+    std::vector<Finding> f = detect_all(facts);
+    return f.size() == 1 ? f[0].fix : std::string("(no single finding)");
+  };
+  using detect::Installer;
+  EXPECT_EQ(
+      fix_with(Installer::Wheel, Installer::Wheel)
+          .rfind("these wheels (torch 2.1.0, scikit-learn 1.3.2) each vendor their own OpenMP "
+                 "runtime, and pip cannot make them share one",
+                 0),
+      0u);
+  EXPECT_NE(fix_with(Installer::Conda, Installer::Conda)
+                .find("install these packages from one "
+                      "channel"),
+            std::string::npos);
+  EXPECT_NE(fix_with(Installer::System, Installer::System).find("all the distribution's"),
+            std::string::npos);
+  const std::string general = fix_with(Installer::Wheel, Installer::System);
+  EXPECT_NE(general.find("Install the packages from one source"), std::string::npos) << general;
+  EXPECT_EQ(general, fix_with(Installer::Unknown, Installer::Wheel));
+}
+
 }  // namespace
 }  // namespace mld

@@ -65,15 +65,7 @@ def soname(path):
 
 def verneed_files(path):
     """The file names of the version needs (.gnu.version_r's vn_file)."""
-    out, in_r = [], False
-    for line in _readelf("-V", path).splitlines():
-        if line.startswith("Version needs section"):
-            in_r = True
-        elif line.startswith("Version ") and "section" in line:
-            in_r = False
-        elif in_r and "File: " in line:
-            out.append(line.split("File: ", 1)[1].split()[0])
-    return out
+    return list(verneeds(path))
 
 
 def verneeds(path):
@@ -97,16 +89,6 @@ def build_id(path):
         if "Build ID:" in line:
             return line.split("Build ID:", 1)[1].strip()
     return None
-
-
-def mapped_files(maps_text):
-    """Distinct real paths of the files mapped in a /proc/PID/maps text."""
-    seen = []
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/") and parts[5] not in seen:
-            seen.append(parts[5])
-    return seen
 
 
 def under(paths, root):
