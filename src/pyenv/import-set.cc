@@ -17,14 +17,23 @@
 // versions move imports around, only loads the table knows are listed, and
 // numba's threading layer is loaded at the first parallel call, not at import.
 //
+// Every row of the table is checked against the real `import X` on the
+// machine the tests run on (test/e2e/import-table-drift.py); a package that
+// machine cannot install has no row (tensorflow, jax, deepspeed, triton,
+// mkl-service left it for that reason) and goes through the inference.
+//
 // A package the table does not know (faiss-gpu forks, xformers, flash-attn,
-// bitsandbytes, decord...) loads its extension modules as found from its
-// RECORD: which ones `import pkg` loads, and when, is in its Python code, so
-// the plan takes the modules its __init__.py names first (in the order named:
-// `from ._core import *`), then its other top-level modules, then the deeper
-// ones, and marks each step Inferred. Loading more than the real import does
-// can only add runtimes the job would load later anyway; loading fewer would
-// hide them.
+// bitsandbytes, decord, deepspeed...) loads its extension modules as found
+// from its RECORD, in the order its Python code imports them: the scan
+// follows its module-level import statements from __init__.py the way
+// Python runs them (python-imports.cc), so another package it imports
+// (deepspeed's `import torch`) is expanded where that happens, and its own
+// modules enter where they are reached. The modules no module-level import
+// reaches (lazy or dynamic imports) come after, those its __init__.py names
+// first, then its other top-level modules, then the deeper ones. Every such
+// step is marked Inferred. Loading more than the real import does can only
+// add runtimes the job would load later anyway; loading fewer would hide
+// them.
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -104,17 +113,7 @@ const std::vector<PackageLoads>& load_table() {
         {S::Extension, {"numba.experimental.jitclass._box"}},
         {S::Import, {"scipy"}, "numba imports scipy when it is installed"},
         {S::NumbaThreading, {}}}},
-      {"tensorflow",
-       {{S::Import, {"numpy"}},
-        {S::Extension, {"tensorflow.python.platform._pywrap_cpu_feature_guard"}},
-        {S::Extension, {"tensorflow.python._pywrap_tensorflow_internal"}}}},
-      {"jaxlib",
-       {{S::Extension, {"jaxlib.cpu_feature_guard"}}, {S::Extension, {"jaxlib.xla_extension"}}}},
-      {"jax", {{S::Import, {"numpy"}}, {S::Import, {"jaxlib"}}}},
-      {"mkl", {{S::Extension, {"mkl._mklinit"}}, {S::Extension, {"mkl._py_mkl_service"}}}},
       {"faiss", {{S::Import, {"numpy"}}, {S::FaissSwig, {}}}},
-      {"triton", {{S::Extension, {"triton._C.libtriton"}}}},
-      {"deepspeed", {{S::Import, {"torch"}, "deepspeed imports torch first"}}},
   };
   return table;
 }
@@ -203,6 +202,21 @@ struct ImportSetBuilder {
   // loads them (see the file comment).
   void inferred_steps(const ImportedPackage& pkg) {
     const std::string found_by = pkg.natives_from_record ? "RECORD" : "the package tree";
+    // First what its Python code imports, in the order it runs: other
+    // packages where it imports them, its own modules where they are reached.
+    for (const ImportEvent& e : pkg.import_events) {
+      if (e.kind == ImportEvent::Kind::Package) {
+        import(e.name);
+        continue;
+      }
+      for (const NativeFile& f : pkg.extension_modules)
+        if (f.module == e.name && f.loadable_by_interpreter)
+          emit(f, pkg.import_name, LoadTime::AtImport, "inferred: imported at " + e.via,
+               StepSource::Inferred);
+    }
+    // Then the modules no module-level import reaches (imported lazily, by
+    // name, or never): the job may load them later, so they are replayed
+    // after, those __init__.py names first.
     std::string init_text;
     if (pkg.kind == ImportKind::Package)
       init_text = host.read_file(host::join_path(pkg.path, "__init__.py"), 1 << 20).value_or("");
@@ -233,11 +247,13 @@ struct ImportSetBuilder {
       if (a.where != b.where) return a.where < b.where;
       return a.file->module < b.file->module;
     });
+    const bool walked = !pkg.import_events.empty();
     for (const Ranked& r : ranked) {
       std::string note =
           r.group == 0 && r.file->module != pkg.import_name
               ? "inferred: named in " + pkg.import_name + "/__init__.py"
               : "inferred: an extension module of " + pkg.import_name + " (" + found_by + ")";
+      if (walked) note += "; no module-level import reaches it";
       emit(*r.file, pkg.import_name, LoadTime::AtImport, note, StepSource::Inferred);
     }
   }
@@ -340,6 +356,12 @@ ImportPlan plan_imports(const Environment& env, const host::Host& host,
   return plan;
 }
 
+bool in_import_table(std::string_view import_name) {
+  for (const PackageLoads& p : load_table())
+    if (p.import_name.substr(0, p.import_name.find('.')) == import_name) return true;
+  return false;
+}
+
 const std::vector<std::string>& usual_imports() {
   static const std::vector<std::string> five = {"torch", "numpy", "cv2", "sklearn", "numba"};
   return five;
@@ -352,6 +374,12 @@ std::vector<std::string> default_imports(const Environment& env) {
       out.push_back(name);
   };
   for (const PackageLoads& p : load_table()) add(std::string(p.import_name));
+  // The other packages check examines (tensorflow, jax, deepspeed...): large
+  // native stacks often loaded beside torch. The nvidia-* wheels' namespace
+  // is loaded through RUNPATH, never imported, and `import llvmlite` loads
+  // nothing (numba brings llvmlite.binding).
+  for (const KnownPackage& k : known_packages())
+    if (k.import_name != "nvidia" && k.import_name != "llvmlite") add(std::string(k.import_name));
   for (const Distribution& d : env.distributions) {
     if (d.shadowed_by || d.runtime_files.empty()) continue;
     for (const std::string& top : d.top_level) add(top);

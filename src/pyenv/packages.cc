@@ -458,7 +458,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       if (std::find(wanted.begin(), wanted.end(), top) == wanted.end()) wanted.push_back(top);
   }
 
-  for (const std::string& name : wanted) {
+  for (size_t wi = 0; wi < wanted.size(); wi++) {
+    const std::string name = wanted[wi];
     const KnownPackage* known = nullptr;
     for (const KnownPackage& k : known_packages())
       if (k.import_name == name) known = &k;
@@ -470,15 +471,18 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       pkg->distribution = owner->name;
       pkg->version = owner->version;
     }
+    // A package without a row in the import table is replayed by inference:
+    // its natives from RECORD and its import walk.
+    const bool inferred = !in_import_table(name);
     std::vector<NativeFile> files;
     std::set<host::FileId> visited;
-    if (!known && owner && pkg->kind == ImportKind::Package &&
+    if (inferred && owner && pkg->kind == ImportKind::Package &&
         natives_from_record(host, scanner, *owner, *pkg, env.problems, files)) {
       pkg->natives_from_record = true;
       for (const NativeFile& f : files)
         if (f.path.find(".libs/") != std::string::npos)
           attributed_libs_dirs.insert(host::dir_name(f.path));
-    } else if (!known && owner && owner->format == MetadataFormat::DistInfo &&
+    } else if (inferred && owner && owner->format == MetadataFormat::DistInfo &&
                pkg->kind == ImportKind::Package) {
       env.problems.push_back({owner->metadata_path, "no RECORD (or an empty one): " + name +
                                                         "'s native files found by walking " +
@@ -523,6 +527,23 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       }
     }
     file_natives(*pkg, files);
+    // A package the table does not know: what its import runs. Other
+    // installed packages it imports are examined too (deepspeed imports
+    // torch); names no distribution provides are the standard library's.
+    if (inferred) {
+      pkg->import_events = import_events(host, *pkg, env.problems);
+      for (const ImportEvent& e : pkg->import_events) {
+        if (e.kind != ImportEvent::Kind::Package ||
+            std::find(wanted.begin(), wanted.end(), e.name) != wanted.end())
+          continue;
+        for (const Distribution& d : env.distributions)
+          if (!d.shadowed_by &&
+              std::find(d.top_level.begin(), d.top_level.end(), e.name) != d.top_level.end()) {
+            wanted.push_back(e.name);
+            break;
+          }
+      }
+    }
     env.packages.push_back(std::move(*pkg));
   }
 

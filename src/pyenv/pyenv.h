@@ -22,6 +22,7 @@
 //   interpreter.cc    choosing the interpreter, probing it, layout inference
 //   distributions.cc  *.dist-info / *.egg-info metadata and duplicates
 //   packages.cc       import resolution, extension modules, vendored libraries
+//   python-imports.cc the import statements a package's Python code runs
 //   import-set.cc     the usual import set (what `import torch, ...` dlopens)
 #pragma once
 
@@ -202,6 +203,17 @@ struct NativeFile {
   bool loadable_by_interpreter = true;
 };
 
+// What `import <pkg>` runs, in order, as far as its Python source says.
+struct ImportEvent {
+  enum class Kind {
+    Package,    // another top-level package is imported here ("torch")
+    Extension,  // one of the package's own extension modules ("pkg._C")
+  };
+  Kind kind = Kind::Package;
+  std::string name;
+  std::string via;  // the statement: "pkg/ops/__init__.py:12"
+};
+
 enum class ImportKind { Package, Module, Namespace };
 
 // Where `import <name>` finds a top-level package, modelled on
@@ -223,6 +235,9 @@ struct ImportedPackage {
   // How the native files were found: the distribution's RECORD (packages the
   // table does not know, when they have one), else the package tree.
   bool natives_from_record = false;
+  // Packages the table does not know: what their import runs, in order
+  // (import_events()); empty for table packages.
+  std::vector<ImportEvent> import_events;
 };
 
 // The import names whose native code mldoctor looks at, and the
@@ -289,6 +304,29 @@ struct TorchBuild {
 };
 TorchBuild torch_build(const host::Host& host, const Environment& env);
 
+// ─── python-imports.cc ──────────────────────────────────────────────────────
+
+// One import statement that a module runs when it is imported: not inside a
+// `def`, not under `if TYPE_CHECKING:`. `import a.b as c, d` is two.
+struct ImportStatement {
+  int level = 0;                   // leading dots of a relative import; 0: absolute
+  std::string module;              // "torch.nn"; "" for `from . import x`
+  std::vector<std::string> names;  // `from m import a, b`: a, b ("*" kept); empty for `import`
+  size_t line = 0;                 // 1-based, where the statement starts
+};
+
+// The module-level import statements of Python source, in source order.
+// Never throws; text that is not Python yields what it happens to hold.
+std::vector<ImportStatement> module_level_imports(std::string_view source);
+
+// Follows `pkg`'s import statements depth first from its __init__.py, each
+// module once, the way Python runs them (python-imports.cc). Needs
+// pkg.extension_modules. Packages that are single modules or namespaces give
+// nothing. Unreadable files and a walk cut short (4000 modules, 64 MB of
+// source) are added to `problems`.
+std::vector<ImportEvent> import_events(const host::Host& host, const ImportedPackage& pkg,
+                                       std::vector<ScanProblem>& problems);
+
 // ─── import-set.cc ──────────────────────────────────────────────────────────
 
 enum class LoadTime {
@@ -335,17 +373,24 @@ struct ImportPlan {
 // are placed where the package imports them). An approximation: versions
 // move imports around, and only loads the table knows are listed — not every
 // extension module a package holds. Any other package loads its extension
-// modules as found by scan_with_facts (RECORD, else its tree): those its
-// __init__.py names first, in the order it names them, then the package's
-// other top-level modules, then the deeper ones (StepSource::Inferred). Every
-// name that loads nothing is listed in `unresolved` with the reason.
+// modules as found by scan_with_facts (RECORD, else its tree) in the order
+// its import_events reach them, with the packages it imports expanded where
+// it imports them; then the modules no import reaches: those its __init__.py
+// names first, then its other top-level modules, then the deeper ones
+// (StepSource::Inferred). Every name that loads nothing is listed in
+// `unresolved` with the reason.
 ImportPlan plan_imports(const Environment& env, const host::Host& host,
                         const std::vector<std::string>& imports);
 
+// Whether the table has a row for this top-level package ("llvmlite" for
+// "llvmlite.binding"); the others are replayed by inference.
+bool in_import_table(std::string_view import_name);
+
 // The import set `check` replays when none is given: the usual training-job
 // prologue (torch, numpy, cv2, sklearn, numba), then the other installed
-// packages of the table, then every installed package whose distribution
-// vendors an OpenMP, BLAS, TBB or CUDA runtime (Distribution::runtime_files).
+// packages of the table and of known_packages(), then every installed
+// package whose distribution vendors an OpenMP, BLAS, TBB or CUDA runtime
+// (Distribution::runtime_files).
 std::vector<std::string> default_imports(const Environment& env);
 const std::vector<std::string>& usual_imports();  // the five
 

@@ -30,11 +30,21 @@ meant to be the subsequence that matters to the loader rules, not a full
 re-enactment of the import. Order is compared only between replay steps.
 
 No vacuous pass: an entry X that /usr/bin/python3 can import must have a
-non-empty replay and a non-empty real dlopen sequence. An entry that cannot be
-imported here has no oracle: the test fails unless X is in NO_ORACLE below,
-the explicit list of entries the table keeps without a real oracle on this
-machine kind; an entry of NO_ORACLE that is importable here is verified like
-any other, and one that left the table fails as a stale list.
+non-empty replay and a non-empty real dlopen sequence, and every entry must be
+importable here: a table row without a real import to check it against has no
+place in the table (packages this machine cannot install, such as tensorflow,
+jax or deepspeed, are left to the inference below).
+
+The inference for packages the table does not know (import-set.cc
+inferred_steps, python-imports.cc): every package of Debian's dist-packages
+that holds an extension module and is not a table entry (yaml, psutil, gi,
+functorch, cryptography where installed) is checked the same way, with
+inference's own contract: the steps marked "imported at <file:line>" (reached
+by the module-level import walk) are real dlopens in the real order, every
+real dlopen of one of the package's own files is such a step, and every real
+load that brings a runtime is a replay step. Steps no import reaches may be
+absent from the real import (they are replayed for what a later lazy import
+would bring). At least two such packages must be checkable here.
 A drift prints BOTH sequences: the replay, and the real dlopens (with what
 each brought) where `*` marks a real load that is a replay step and `!` a
 load that brings a runtime.
@@ -52,21 +62,6 @@ from scenarios import PY, has_modules, scenario_env  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "pyenv",
                    "import-set.cc")
-
-# Entries of load_table() that no Debian package of this machine's release
-# provides (checked with apt-cache for bookworm main: no python3-tensorflow,
-# python3-jax, python3-jaxlib, python3-mkl / mkl-service, python3-triton,
-# python3-deepspeed), so their table rows have no real import to be checked
-# against here. Each name listed is a decision to keep an unverified row;
-# removing the row lets the generic RECORD-based inference handle the package.
-NO_ORACLE = {
-    "tensorflow",  # pip only (tensorflow / tensorflow-cpu wheels)
-    "jaxlib",      # pip only
-    "jax",         # pip only
-    "mkl",         # mkl-service: pip/conda only
-    "triton",      # pip only (comes with torch 2.x wheels)
-    "deepspeed",   # pip only
-}
 
 # The real program per entry: the import, plus what triggers a lazy load the
 # table lists (numba's threading layer at the first parallel call).
@@ -156,7 +151,7 @@ def show(steps, loads, marks):
     return "\n".join(out)
 
 
-def verify(name, env):
+def verify(name, env, inferred=False):
     program = PROGRAMS.get(name, "import %s\n" % name)
     t0 = time.monotonic()
     loads = real_loads(program, env)
@@ -175,18 +170,34 @@ def verify(name, env):
     problems = []
     if not steps:
         problems.append("check replays nothing for `import %s`, which /usr/bin/python3 imports" % name)
-    if not loads:
+    if not loads and not inferred:
         problems.append("the real `import %s` dlopened nothing: no oracle" % name)
+
+    def reached(s):
+        return not inferred or s.get("source") != "inferred" or \
+            (s.get("note") or "").startswith("inferred: imported at")
 
     # 1. every replay step is a real dlopen; 2. in the same relative order.
     where = []
     for s in steps:
         idx = [i for i, l in enumerate(loads) if same_object(l["path"], s.get("path", ""))]
         if not idx:
-            problems.append("replay step %s (%s) is never dlopened by the real import"
-                            % (s.get("module") or "(library)", s.get("path")))
+            if reached(s):
+                problems.append("replay step %s (%s) is never dlopened by the real import"
+                                % (s.get("module") or "(library)", s.get("path")))
         else:
             where.append((idx[0], s))
+    if inferred:
+        # The package's own files that the real import loads are the steps
+        # the import walk reached.
+        own = os.path.realpath(os.path.join("/usr/lib/python3/dist-packages", name)) + "/"
+        for i, l in enumerate(loads):
+            if not os.path.realpath(l["path"]).startswith(own):
+                continue
+            hit = [s for j, s in where if j == i]
+            if not hit or not reached(hit[0]):
+                problems.append("the real import loads %s; the import walk does not reach it%s"
+                                % (l["path"], " (replayed as unreached)" if hit else ""))
     for (i, a), (j, b) in zip(where, where[1:]):
         if j < i:
             problems.append("order: the replay loads %s before %s; the real import loads it after"
@@ -206,26 +217,47 @@ def verify(name, env):
         check(True, name)
 
 
+def inferred_candidates(entries):
+    """Top-level packages of Debian's dist-packages holding an extension
+    module that the table does not know."""
+    root = "/usr/lib/python3/dist-packages"
+    known = {e.split(".")[0] for e in entries}
+    out = []
+    for n in sorted(os.listdir(root)):
+        d = os.path.join(root, n)
+        if n in known or not os.path.isfile(os.path.join(d, "__init__.py")):
+            continue
+        if any(f.endswith(".so") for _, _, fs in os.walk(d) for f in fs):
+            out.append(n)
+    return out
+
+
 entries = table_entries()
 check(len(entries) >= 5 and "torch" in entries and "numpy" in entries,
       "load_table() entries read from %s: %r" % (SRC, entries))
-for stale in sorted(NO_ORACLE - set(entries)):
-    fail("NO_ORACLE lists %s, which load_table() no longer has: drop it from the list" % stale)
 
 env = scenario_env()
 start = time.monotonic()
 verified = []
 for name in entries:
     if not has_modules(name):
-        if name in NO_ORACLE:
-            print("%s: unverifiable here (not importable by %s); kept without an oracle (NO_ORACLE)"
-                  % (name, PY))
-        else:
-            fail("%s: unverifiable here (not importable by %s) and not in NO_ORACLE: install it "
-                 "(scripts/install-deps.sh) or list it there" % (name, PY))
+        fail("%s: a table entry that %s cannot import, so nothing checks it: install it "
+             "(scripts/install-deps.sh) or drop the row (the inference handles the package)"
+             % (name, PY))
         continue
     verify(name, env)
     verified.append(name)
-print("verified against a real import: %s (%.1f s)" % (", ".join(verified), time.monotonic() - start))
-print("kept without an oracle: %s" % ", ".join(n for n in entries if n in NO_ORACLE and n not in verified))
+print("table entries verified against a real import: %s (%.1f s)"
+      % (", ".join(verified), time.monotonic() - start))
+
+inferred = []
+for name in inferred_candidates(entries):
+    if not has_modules(name):
+        print("%s: not importable by %s here; skipped" % (name, PY))
+        continue
+    verify(name, env, inferred=True)
+    inferred.append(name)
+check(len(inferred) >= 2, "packages outside the table checked against a real import: %s"
+      % (", ".join(inferred) or "none"))
+print("inferred packages verified against a real import: %s" % ", ".join(inferred))
 finish("import-table-drift")

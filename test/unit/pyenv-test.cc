@@ -721,7 +721,9 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
   }
   EXPECT_EQ(modules, (std::vector<std::string>{"pkg._zeta", "pkg._core", "pkg._alpha",
                                                "pkg.ops._deep", "norec._n"}));
-  EXPECT_NE(plan.steps[0].note.find("named in pkg/__init__.py"), std::string::npos);
+  EXPECT_EQ(plan.steps[0].note, "inferred: imported at pkg/__init__.py:2");
+  EXPECT_EQ(plan.steps[1].note, "inferred: imported at pkg/__init__.py:3");
+  EXPECT_NE(plan.steps[2].note.find("no module-level import reaches it"), std::string::npos);
   ASSERT_EQ(plan.unresolved.size(), 2u);
   EXPECT_EQ(plan.unresolved[0].import_name, "purepy");
   EXPECT_NE(plan.unresolved[0].reason.find("no native module"), std::string::npos);
@@ -749,4 +751,143 @@ TEST(ImportPlan, TwoDistributionsClaimingOneNameAreNoted) {
   EXPECT_TRUE(has_problem(env, sp + "/cv2", "claimed by two distributions")) << problems_text(env);
   ASSERT_NE(env.find_package("cv2"), nullptr);
   ASSERT_EQ(plan_imports(env, h, {"cv2"}).steps.size(), 1u);
+}
+
+// ─── python-imports.cc ──────────────────────────────────────────────────────
+
+std::vector<std::string> imported(std::string_view src) {
+  std::vector<std::string> out;
+  for (const ImportStatement& s : module_level_imports(src)) {
+    std::string t = std::string(s.level, '.') + s.module;
+    if (!s.names.empty()) {
+      t += " :";
+      for (const std::string& n : s.names) t += " " + n;
+    }
+    out.push_back(t + " @" + std::to_string(s.line));
+  }
+  return out;
+}
+
+TEST(PythonImports, StatementsPythonRunsAtImport) {
+  const char* src = R"py("""Docstring.
+import not_this
+"""
+import os, sys as system
+from . import _C
+from .ops._impl import (
+    fast,   # a comment: import nope
+    slow as s,
+)
+from .. import up
+import a.b.c as abc; import d
+x = "import in_a_string"; y = 'from q import r'
+try:
+    import optional_dep
+except ImportError:
+    optional_dep = None
+if TYPE_CHECKING:
+    import typing_only
+else:
+    import runtime_branch
+def f():
+    import in_def
+    class K:
+        import in_def_class
+class C:
+    import in_class_body
+    def m(self):
+        import in_method
+from x.y \
+    import z
+try: import inline_try
+except Exception: pass
+def g(): import inline_def
+async def h():
+    import in_async
+match = 3
+print(r'''import raw_triple''', "it's")
+	import tabbed_after_def_is_not_module_level_but_counts
+import after_all
+)py";
+  EXPECT_EQ(imported(src), (std::vector<std::string>{
+                               "os @4",
+                               "sys @4",
+                               ". : _C @5",
+                               ".ops._impl : fast slow @6",
+                               ".. : up @10",
+                               "a.b.c @11",
+                               "d @11",
+                               "optional_dep @14",
+                               "runtime_branch @20",
+                               "in_class_body @26",
+                               "x.y : z @29",
+                               "inline_try @31",
+                               "tabbed_after_def_is_not_module_level_but_counts @38",
+                               "after_all @39",
+                           }))
+      << ::testing::PrintToString(imported(src));
+}
+
+// Not Python at all, or broken Python: no crash, nothing invented.
+TEST(PythonImports, BrokenSourceYieldsNothingWrong) {
+  EXPECT_TRUE(imported("").empty());
+  EXPECT_TRUE(imported(std::string("\0\xff\xfe import", 10)).empty());
+  EXPECT_EQ(imported("s = 'unterminated\nimport real\n"), (std::vector<std::string>{"real @2"}));
+  EXPECT_EQ(imported("from import x\nfrom 3x import y\nimport 9a\nfrom . import\nimport ok\n"),
+            (std::vector<std::string>{". @4", "ok @5"}));
+  EXPECT_TRUE(imported("f(\nimport never_closed\n").empty());
+}
+
+// The walk: other packages where they are imported, own extension modules
+// where reached, relative imports resolved from the right package, a cycle
+// ended, a def body not followed; the packages it imports are examined.
+TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/dep/__init__.py", "from dep import _native\n");
+  t.extension(sp + "/dep/_native" + ext, "_native");
+  t.file(sp + "/dep-1.0.dist-info/METADATA", "Name: dep\nVersion: 1.0\n");
+  t.file(sp + "/dep-1.0.dist-info/top_level.txt", "dep\n");
+  t.file(sp + "/dep-1.0.dist-info/RECORD", "dep/__init__.py,,\ndep/_native" + ext + ",,\n");
+  t.file(sp + "/app/__init__.py",
+         "import os\nfrom .sub import thing\nimport dep\nfrom app import _late\n"
+         "def lazy():\n    from . import _lazy\n");
+  t.file(sp + "/app/sub/__init__.py", "from .mod import x\n");
+  t.file(sp + "/app/sub/mod.py", "from .. import _first\nimport app.sub  # a cycle\n");
+  t.extension(sp + "/app/_first" + ext, "_first");
+  t.extension(sp + "/app/_late" + ext, "_late");
+  t.extension(sp + "/app/_lazy" + ext, "_lazy");
+  t.file(sp + "/app-2.0.dist-info/METADATA", "Name: app\nVersion: 2.0\n");
+  t.file(sp + "/app-2.0.dist-info/top_level.txt", "app\n");
+  t.file(sp + "/app-2.0.dist-info/RECORD", "app/__init__.py,,\napp/_first" + ext + ",,\napp/_late" +
+                                               ext + ",,\napp/_lazy" + ext + ",,\n");
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"app"};  // dep is found through app's import of it
+  Environment env = scan_environment(h, opts);
+  const ImportedPackage* app = env.find_package("app");
+  ASSERT_NE(app, nullptr);
+  ASSERT_NE(env.find_package("dep"), nullptr) << problems_text(env);
+  std::vector<std::string> events;
+  for (const ImportEvent& e : app->import_events)
+    events.push_back((e.kind == ImportEvent::Kind::Package ? "package " : "module ") + e.name +
+                     " at " + e.via);
+  EXPECT_EQ(events,
+            (std::vector<std::string>{
+                "package os at app/__init__.py:1", "module app._first at app/sub/mod.py:1",
+                "package dep at app/__init__.py:3", "module app._late at app/__init__.py:4"}));
+
+  ImportPlan plan = plan_imports(env, h, {"app"});
+  std::vector<std::string> modules;
+  for (const ImportStep& s : plan.steps) modules.push_back(s.module);
+  EXPECT_EQ(modules,
+            (std::vector<std::string>{"app._first", "dep._native", "app._late", "app._lazy"}));
+  EXPECT_EQ(plan.steps[1].triggered_by, "dep");
+  EXPECT_EQ(plan.steps[1].import_name, "app");
+  EXPECT_NE(plan.steps[3].note.find("no module-level import reaches it"), std::string::npos);
+  EXPECT_TRUE(plan.unresolved.empty());
 }

@@ -1,0 +1,435 @@
+// python-imports.cc — what `import pkg` executes, read from the package's
+// Python source without running it: the import statements each module runs
+// at import time, followed depth first the way Python executes them (a
+// module's body runs to completion at its first import; a module already
+// started is not run again, which is how cycles end). The walk yields, in
+// order, the other top-level packages `import pkg` brings in (deepspeed's
+// `import torch`, jax's `jaxlib` through jax._src.lib) and the package's
+// own extension modules as their imports are reached — the order the
+// loader sees them in.
+//
+// Only statements Python runs when the module is imported count: not those
+// in a `def` body (run when called), not those under `if TYPE_CHECKING:`
+// (false at run time; its `else:` does run). Both branches of any other
+// `if`/`try` are taken: which one runs depends on the machine, and a load
+// too many only adds a runtime the job may load anyway. Dynamic imports
+// (`importlib.import_module(name)`, `__import__`) are not seen.
+//
+// The tokenizer knows what can hide an import keyword: strings (all quote
+// forms, prefixes, triple-quoted across lines), comments, bracketed and
+// backslash-continued lines, and `;`-separated statements.
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "pyenv/pyenv.h"
+
+namespace mld::pyenv {
+
+namespace {
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// A dotted name of identifiers: "a", "a.b_c". Identifiers with non-ASCII
+// letters are legal Python but never name a package worth replaying.
+bool dotted_name(std::string_view s) {
+  if (s.empty()) return false;
+  bool start = true;
+  for (char c : s) {
+    if (c == '.') {
+      if (start) return false;
+      start = true;
+    } else if (ident_char(c)) {
+      if (start && std::isdigit(static_cast<unsigned char>(c))) return false;
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
+
+// Splits on `sep` and trims each part.
+std::vector<std::string_view> split_trimmed(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); i++)
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(trim(s.substr(start, i - start)));
+      start = i + 1;
+    }
+  return out;
+}
+
+// "a.b as c" -> "a.b".
+std::string_view before_as(std::string_view item) {
+  std::string_view t = trim(item);
+  for (size_t i = 0; i + 3 < t.size(); i++)
+    if ((t[i] == ' ' || t[i] == '\t') && t[i + 1] == 'a' && t[i + 2] == 's' &&
+        (t[i + 3] == ' ' || t[i + 3] == '\t'))
+      return trim(t.substr(0, i));
+  return t;
+}
+
+bool starts_with_word(std::string_view s, std::string_view word) {
+  return s.starts_with(word) && (s.size() == word.size() || !ident_char(s[word.size()]));
+}
+
+// One simple statement (strings already blanked): `import ...` or
+// `from ... import ...`; anything else adds nothing.
+void parse_statement(std::string_view stmt, size_t line, std::vector<ImportStatement>& out) {
+  stmt = trim(stmt);
+  if (starts_with_word(stmt, "import")) {
+    for (std::string_view item : split_trimmed(stmt.substr(6), ',')) {
+      std::string_view name = before_as(item);
+      // `import a . b` is legal; spaces around dots are rare enough to drop.
+      if (dotted_name(name)) out.push_back({0, std::string(name), {}, line});
+    }
+    return;
+  }
+  if (!starts_with_word(stmt, "from")) return;
+  std::string_view rest = trim(stmt.substr(4));
+  int level = 0;
+  while (!rest.empty() && rest.front() == '.' && level < 64) {
+    level++;
+    rest.remove_prefix(1);
+  }
+  rest = trim(rest);
+  // The module part ends at the `import` keyword.
+  size_t at = std::string_view::npos;
+  for (size_t i = 0; i + 6 <= rest.size(); i++)
+    if ((i == 0 || rest[i - 1] == ' ' || rest[i - 1] == '\t') &&
+        starts_with_word(rest.substr(i), "import")) {
+      at = i;
+      break;
+    }
+  if (at == std::string_view::npos) return;
+  std::string_view module = trim(rest.substr(0, at));
+  if (!module.empty() && !dotted_name(module)) return;
+  if (module.empty() && level == 0) return;
+  std::string_view names = trim(rest.substr(at + 6));
+  if (!names.empty() && names.front() == '(') names.remove_prefix(1);
+  if (!names.empty() && names.back() == ')') names.remove_suffix(1);
+  ImportStatement s{level, std::string(module), {}, line};
+  for (std::string_view item : split_trimmed(names, ',')) {
+    std::string_view n = before_as(item);
+    if (n == "*" || dotted_name(n)) s.names.emplace_back(n);
+  }
+  out.push_back(std::move(s));
+}
+
+// A logical line: its indentation, its text with comments removed and every
+// string literal replaced by "", and the physical line it starts on.
+struct LogicalLine {
+  size_t indent = 0;
+  std::string text;
+  size_t line = 0;
+};
+
+std::vector<LogicalLine> logical_lines(std::string_view src) {
+  std::vector<LogicalLine> out;
+  LogicalLine cur;
+  size_t line = 1;
+  int depth = 0;         // (), [], {}
+  bool at_start = true;  // measuring indentation
+  size_t i = 0;
+  auto finish = [&] {
+    if (!trim(cur.text).empty()) out.push_back(std::move(cur));
+    cur = LogicalLine{};
+    at_start = true;
+    depth = 0;
+  };
+  while (i < src.size()) {
+    char c = src[i];
+    if (at_start) {
+      if (c == ' ') {
+        cur.indent++;
+        i++;
+        continue;
+      }
+      if (c == '\t') {
+        cur.indent = (cur.indent / 8 + 1) * 8;
+        i++;
+        continue;
+      }
+      if (c == '\f') {
+        i++;
+        continue;
+      }
+      at_start = false;
+      cur.line = line;
+    }
+    if (c == '\n') {
+      line++;
+      i++;
+      if (depth > 0) {
+        cur.text += ' ';
+        continue;
+      }
+      finish();
+      cur.indent = 0;
+      continue;
+    }
+    if (c == '#') {
+      while (i < src.size() && src[i] != '\n') i++;
+      continue;
+    }
+    if (c == '\\' && i + 1 < src.size() && (src[i + 1] == '\n' || src[i + 1] == '\r')) {
+      i += src[i + 1] == '\r' && i + 2 < src.size() && src[i + 2] == '\n' ? 3 : 2;
+      line++;
+      cur.text += ' ';
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      const bool triple = i + 2 < src.size() && src[i + 1] == c && src[i + 2] == c;
+      const size_t quote = triple ? 3 : 1;
+      i += quote;
+      while (i < src.size()) {
+        if (src[i] == '\\' && i + 1 < src.size()) {
+          if (src[i + 1] == '\n') line++;
+          i += 2;
+          continue;
+        }
+        if (src[i] == '\n') {
+          if (!triple) break;  // an unterminated string ends at the line
+          line++;
+        }
+        if (src[i] == c &&
+            (!triple || (i + 2 < src.size() && src[i + 1] == c && src[i + 2] == c))) {
+          i += quote;
+          break;
+        }
+        i++;
+      }
+      cur.text += "\"\"";
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{') depth++;
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
+    if (c != '\r') cur.text += c;
+    i++;
+  }
+  finish();
+  return out;
+}
+
+// The position of the `:` that ends a compound statement's header, at
+// bracket depth 0 and not a walrus `:=`; npos when there is none.
+size_t header_colon(std::string_view text) {
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); i++) {
+    char c = text[i];
+    if (c == '(' || c == '[' || c == '{') depth++;
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
+    if (c == ':' && depth == 0 && (i + 1 >= text.size() || text[i + 1] != '=')) return i;
+  }
+  return std::string_view::npos;
+}
+
+enum class Block { Runs, Deferred };  // Deferred: a def body or `if TYPE_CHECKING:`
+
+Block block_kind(std::string_view header) {
+  if (starts_with_word(header, "def") || starts_with_word(header, "async")) return Block::Deferred;
+  if (starts_with_word(header, "if")) {
+    std::string_view cond = trim(header.substr(2));
+    if (cond == "TYPE_CHECKING" || cond == "typing.TYPE_CHECKING" || cond == "_TYPE_CHECKING")
+      return Block::Deferred;
+  }
+  return Block::Runs;
+}
+
+bool compound_keyword(std::string_view text) {
+  for (std::string_view k : {"if", "elif", "else", "try", "except", "finally", "for", "while",
+                             "with", "def", "async", "class", "match", "case"})
+    if (starts_with_word(text, k)) return true;
+  return false;
+}
+
+// Statements of one logical line, split on `;` (strings are blanked, so a
+// `;` here is a separator or inside brackets).
+void statements_of(std::string_view text, size_t line, std::vector<ImportStatement>& out) {
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); i++) {
+    if (i < text.size()) {
+      char c = text[i];
+      if (c == '(' || c == '[' || c == '{') depth++;
+      if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
+      if (c != ';' || depth != 0) continue;
+    }
+    parse_statement(text.substr(start, i - start), line, out);
+    start = i + 1;
+  }
+}
+
+}  // namespace
+
+std::vector<ImportStatement> module_level_imports(std::string_view source) {
+  std::vector<ImportStatement> out;
+  struct Open {
+    size_t indent;
+    Block kind;
+  };
+  std::vector<Open> blocks;
+  for (const LogicalLine& l : logical_lines(source)) {
+    while (!blocks.empty() && blocks.back().indent >= l.indent) blocks.pop_back();
+    const bool deferred = std::any_of(blocks.begin(), blocks.end(),
+                                      [](const Open& o) { return o.kind == Block::Deferred; });
+    std::string_view text = trim(l.text);
+    if (!compound_keyword(text)) {
+      if (!deferred) statements_of(text, l.line, out);
+      continue;
+    }
+    size_t colon = header_colon(text);
+    if (colon == std::string_view::npos) {  // `match = 3`, `case(x)`: not a header
+      if (!deferred) statements_of(text, l.line, out);
+      continue;
+    }
+    Block kind = block_kind(trim(text.substr(0, colon)));
+    std::string_view body = trim(text.substr(colon + 1));
+    if (body.empty()) {
+      blocks.push_back({l.indent, kind});
+    } else if (!deferred && kind == Block::Runs) {
+      statements_of(body, l.line, out);  // `try: import x`
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The depth-first walk over one package's modules.
+struct ImportWalk {
+  const host::Host& host;
+  const ImportedPackage& pkg;
+  std::vector<ScanProblem>& problems;
+  std::vector<ImportEvent> events;
+  std::set<std::string> started;   // modules whose body ran (or is running)
+  std::set<std::string> packages;  // other top-level packages already listed
+  size_t files_read = 0;
+  u64 bytes_read = 0;
+  bool cut = false;
+  static constexpr size_t kMaxFiles = 4000;
+  static constexpr u64 kMaxBytes = 64u << 20;
+  static constexpr int kMaxDepth = 200;
+
+  const std::string& top() const { return pkg.import_name; }
+
+  // A module of this package: its source file and whether it is a package
+  // (`__init__.py`), or the extension module of that name.
+  struct Found {
+    std::string source;  // empty: no Python source
+    bool is_package = false;
+    const NativeFile* extension = nullptr;
+  };
+  Found find(const std::string& module) const {
+    Found f;
+    std::string rel = module.size() > top().size() ? module.substr(top().size() + 1) : "";
+    std::replace(rel.begin(), rel.end(), '.', '/');
+    const std::string base = rel.empty() ? pkg.path : host::join_path(pkg.path, rel);
+    if (host.stat(base + "/__init__.py").kind == host::FileKind::Regular) {
+      f.source = base + "/__init__.py";
+      f.is_package = true;
+      return f;
+    }
+    for (const NativeFile& n : pkg.extension_modules)
+      if (n.module == module && n.loadable_by_interpreter) {
+        f.extension = &n;
+        return f;
+      }
+    if (!rel.empty() && host.stat(base + ".py").kind == host::FileKind::Regular)
+      f.source = base + ".py";
+    else if (host.stat(base).kind == host::FileKind::Directory)
+      f.is_package = true;  // a namespace subpackage: nothing runs
+    return f;
+  }
+
+  bool exists(const std::string& module) const {
+    Found f = find(module);
+    return !f.source.empty() || f.extension || f.is_package;
+  }
+
+  std::string where(const std::string& source, size_t line) const {
+    std::string rel = source.starts_with(pkg.site_dir + "/")
+                          ? source.substr(pkg.site_dir.size() + 1)
+                          : std::string(base_name(source));
+    return rel + ":" + std::to_string(line);
+  }
+
+  // `import a.b.c`: a, a.b, a.b.c run in that order.
+  void import_dotted(const std::string& module, const std::string& via, int depth) {
+    std::string first = module.substr(0, module.find('.'));
+    if (first != top()) {
+      if (packages.insert(first).second) events.push_back({ImportEvent::Kind::Package, first, via});
+      return;
+    }
+    for (size_t dot = module.find('.');; dot = module.find('.', dot + 1)) {
+      run(module.substr(0, dot), via, depth);
+      if (dot == std::string::npos) break;
+    }
+  }
+
+  void run(const std::string& module, const std::string& via, int depth) {
+    if (!started.insert(module).second) return;
+    Found f = find(module);
+    if (f.extension) {
+      events.push_back({ImportEvent::Kind::Extension, module, via});
+      return;
+    }
+    if (f.source.empty()) return;
+    if (depth > kMaxDepth || files_read >= kMaxFiles || bytes_read >= kMaxBytes) {
+      cut = true;
+      return;
+    }
+    std::optional<std::string> text = host.read_file(f.source, 8u << 20);
+    if (!text) {
+      problems.push_back({f.source, "unreadable: its imports are not followed"});
+      return;
+    }
+    files_read++;
+    bytes_read += text->size();
+    // The package a relative import starts from.
+    const std::string here =
+        f.is_package ? module : module.substr(0, std::min(module.rfind('.'), module.size()));
+    for (const ImportStatement& s : module_level_imports(*text)) {
+      const std::string at = where(f.source, s.line);
+      std::string base;
+      if (s.level > 0) {
+        base = here;
+        for (int up = 1; up < s.level; up++) {
+          size_t dot = base.rfind('.');
+          if (dot == std::string::npos) {
+            base.clear();
+            break;
+          }
+          base.resize(dot);
+        }
+        if (base.empty()) continue;  // beyond the top: ImportError at run time
+        if (!s.module.empty()) base += "." + s.module;
+      } else {
+        base = s.module;
+      }
+      import_dotted(base, at, depth + 1);
+      // `from m import x`: x is imported as a submodule when m has one.
+      if (!s.names.empty() && base.substr(0, base.find('.')) == top())
+        for (const std::string& n : s.names)
+          if (n != "*" && exists(base + "." + n)) run(base + "." + n, at, depth + 1);
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<ImportEvent> import_events(const host::Host& host, const ImportedPackage& pkg,
+                                       std::vector<ScanProblem>& problems) {
+  if (pkg.kind != ImportKind::Package) return {};
+  ImportWalk walk{host, pkg, problems, {}, {}, {}};
+  walk.run(pkg.import_name, pkg.import_name + "/__init__.py", 0);
+  if (walk.cut)
+    problems.push_back({pkg.path, "import graph of " + pkg.import_name + " followed for " +
+                                      std::to_string(walk.files_read) +
+                                      " modules only; later imports are not replayed in order"});
+  return std::move(walk.events);
+}
+
+}  // namespace mld::pyenv
