@@ -64,8 +64,9 @@ std::optional<std::string> installer_tag(const CheckReport& report, const std::s
 // pip's), else a conda prefix's lib/, else the distribution's packages
 // (/usr/lib, /lib).
 detect::Installer installer_of(const CheckReport& report, const std::string& conda_prefix,
-                               const std::string& path, bool owned) {
+                               const std::string& path, const std::optional<std::string>& owner) {
   const std::string file = host::normalize_path(path);
+  if (owner && owner->ends_with(" (dpkg)")) return detect::Installer::System;
   if (file.find("/site-packages/") != std::string::npos) {
     std::optional<std::string> tag = installer_tag(report, file);
     return tag && *tag == "conda" ? detect::Installer::Conda : detect::Installer::Wheel;
@@ -75,7 +76,7 @@ detect::Installer installer_of(const CheckReport& report, const std::string& con
   if (file.starts_with("/usr/lib/") || file.starts_with("/lib/") || file.starts_with("/lib64/") ||
       file.starts_with("/usr/lib64/"))
     return detect::Installer::System;
-  return owned ? detect::Installer::Wheel : detect::Installer::Unknown;
+  return owner ? detect::Installer::Wheel : detect::Installer::Unknown;
 }
 
 }  // namespace
@@ -94,7 +95,8 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
     versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
   const std::string conda_prefix = conda_prefix_of(host, report);
   facts.simulated.push_back({imports_text(sim), &sim.process, std::move(versions), &sim.loaded_by,
-                             &sim.owners, conda_prefix});
+                             &sim.owners, conda_prefix,
+                             std::make_shared<hostfacts::SystemPackages>(host)});
   const detect::SimulatedProcess& simulated = facts.simulated.back();
   // The OpenMP runtimes, each with the import that brings it, and MKL's
   // place among them.
@@ -102,13 +104,13 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   omp.process = imports_text(sim);
   for (const OpenMpRuntime& r : sim.openmp) {
     std::optional<std::string> owner = detect::owner_of(simulated, r.path);
-    omp.runtimes.push_back(
-        {r.kind, r.soname, r.path, "",
-         "loaded by " + r.brought_by + (owner ? ", from " + *owner : ""), r.load_index,
-         r.kind == loader::OpenMpKind::Gnu
-             ? std::string()
-             : loader::kmp_library_name(sim.process.objects[r.load_index]),
-         installer_of(report, conda_prefix, r.path, owner.has_value()), owner.value_or("")});
+    omp.runtimes.push_back({r.kind, r.soname, r.path, "",
+                            "loaded by " + r.brought_by + (owner ? ", from " + *owner : ""),
+                            r.load_index,
+                            r.kind == loader::OpenMpKind::Gnu
+                                ? std::string()
+                                : loader::kmp_library_name(sim.process.objects[r.load_index]),
+                            installer_of(report, conda_prefix, r.path, owner), owner.value_or("")});
   }
   if (std::optional<size_t> mkl = mkl_rt_of(sim.process)) {
     omp.has_mkl = true;

@@ -91,6 +91,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
   size_t first_index = 0;  // of its facts
   Process grown;           // the first program after --load-order's calls
   detect::Facts facts;     // for the detectors of hazards other commands see too
+  // Owners of system files (dpkg), read only if a finding names one.
+  auto system_packages = std::make_shared<const hostfacts::SystemPackages>(host);
 
   for (const std::string& path : opts.paths) {
     std::string error;
@@ -106,7 +108,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     Session& s = it->second;
     programs.push_back(std::make_unique<Process>(s.loader->load_program(path)));
     const Process& p = *programs.back();
-    facts.simulated.push_back({path, &p, loader::check_versions(p), nullptr, nullptr, ""});
+    facts.simulated.push_back(
+        {path, &p, loader::check_versions(p), nullptr, nullptr, "", system_packages});
     facts.openmp.push_back(detect::openmp_process(p, path));
     if (common.format == OutputFormat::Json) {
       json versions = json::array();
@@ -157,7 +160,8 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     std::vector<loader::VersionProblem> versions = loader::check_versions(grown);
     for (const loader::DlopenStep& st : seq.steps)
       versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
-    facts.simulated[first_index] = {first_path, &grown, std::move(versions), nullptr, nullptr, ""};
+    facts.simulated[first_index] = {first_path, &grown, std::move(versions), nullptr,
+                                    nullptr,    "",     system_packages};
     facts.openmp[first_index] = detect::openmp_process(grown, first_path);
     for (const loader::DlopenStep& st : seq.steps) {
       if (st.ok || st.tls_module.empty()) continue;

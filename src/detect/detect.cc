@@ -61,10 +61,12 @@ OpenMpProcess openmp_process(const loader::Process& process, std::string name) {
 }
 
 std::optional<std::string> owner_of(const SimulatedProcess& p, std::string_view path) {
-  if (!p.owners) return std::nullopt;
-  auto it = p.owners->find(host::normalize_path(path));
-  if (it == p.owners->end()) return std::nullopt;
-  return it->second;
+  if (p.owners) {
+    auto it = p.owners->find(host::normalize_path(path));
+    if (it != p.owners->end()) return it->second;
+  }
+  if (p.system_packages) return p.system_packages->owner(path);
+  return std::nullopt;
 }
 
 void add_loaded_by(const SimulatedProcess& p, Detection& d) {

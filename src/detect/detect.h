@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,9 +88,13 @@ struct SimulatedProcess {
   // check: the conda environment the interpreter belongs to (its prefix,
   // which holds conda-meta/); empty otherwise.
   std::string conda_prefix;
+  // check and libs: the operating system's packages, for files no Python
+  // distribution owns (/usr/lib/x86_64-linux-gnu/libgomp.so.1 -> libgomp1).
+  std::shared_ptr<const hostfacts::SystemPackages> system_packages = {};
 };
 
-// The distribution that installed `path` (any spelling: normalised first).
+// The distribution that installed `path` (any spelling: normalised first),
+// else the system package that lists it.
 std::optional<std::string> owner_of(const SimulatedProcess& p, std::string_view path);
 
 // The evidence "<file> is loaded by <import>, from <distribution>" for every

@@ -14,6 +14,7 @@
 // budget (THR001) is computed from the numbers exposed here too.
 #pragma once
 
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -312,5 +313,32 @@ std::string human_bytes(u64 bytes);
 void to_json(nlohmann::json& j, const HostFacts& f);
 void to_json(nlohmann::json& j, const EnvFacts& f);
 void to_json(nlohmann::json& j, const Facts& f);
+
+// system-packages.cc /////////////////////////////////////////////////////////
+
+// Which package of the operating system installed a file, from dpkg's
+// database (/var/lib/dpkg/info/<package>[:<arch>].list for the files,
+// /var/lib/dpkg/status for the versions), read on the first question only:
+// most checks never name a system file. A path is matched as given, as
+// usrmerge spells it the other way (/lib/... and /usr/lib/...), and resolved
+// inside the root. Machines without dpkg (RPM-based, containers with the
+// database removed) answer nothing. Not thread-safe.
+class SystemPackages {
+ public:
+  // Keeps a reference: `host` must outlive it.
+  explicit SystemPackages(const host::Host& host) : host_(host) {}
+  explicit SystemPackages(host::Host&&) = delete;
+  // "libgomp1 12.2.0-14+deb12u1 (dpkg)"; nullopt when no package lists it.
+  std::optional<std::string> owner(std::string_view path) const;
+  // Whether a dpkg database was found (after the first owner() call).
+  bool has_database() const { return loaded_ && !files_.empty(); }
+
+ private:
+  void load() const;
+  const host::Host& host_;
+  mutable bool loaded_ = false;
+  mutable std::map<std::string, std::string, std::less<>> files_;     // path -> "pkg[:arch]"
+  mutable std::map<std::string, std::string, std::less<>> versions_;  // "pkg[:arch]" -> version
+};
 
 }  // namespace mld::hostfacts

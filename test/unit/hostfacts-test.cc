@@ -946,3 +946,87 @@ TEST(LiveHost, GlibcTunablesDoNotThrow) {
   ASSERT_EQ(f.glibc_tunables.size(), 1u);
   EXPECT_EQ(f.glibc_tunables[0].key, "glibc.malloc.arena_max");
 }
+
+// ─── system-packages.cc ─────────────────────────────────────────────────────
+
+namespace {
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+}  // namespace
+
+// A dpkg database as Debian 12 has it: a Multi-Arch package's list named
+// with its architecture, libc6 listing /lib paths (not usrmerged), a status
+// file with two architectures of one package.
+TEST(SystemPackages, DpkgListsUsrmergeAndArchitectures) {
+  fs::path root = fs::temp_directory_path() / ("mld-dpkg-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  write(root / "var/lib/dpkg/info/libgomp1:amd64.list",
+        "/.\n/usr\n/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0\n"
+        "/usr/lib/x86_64-linux-gnu/libgomp.so.1\n");
+  write(root / "var/lib/dpkg/info/libc6:amd64.list", "/lib/x86_64-linux-gnu/libc.so.6\n");
+  write(root / "var/lib/dpkg/info/libomp5-14.list", "/usr/lib/llvm-14/lib/libomp.so.5\n");
+  write(root / "var/lib/dpkg/info/broken.md5sums", "/usr/lib/x86_64-linux-gnu/libx.so\n");
+  write(root / "var/lib/dpkg/status",
+        "Package: libgomp1\nStatus: install ok installed\nArchitecture: i386\nVersion: 1-i386\n\n"
+        "Package: libgomp1\nStatus: install ok installed\nArchitecture: amd64\n"
+        "Version: 12.2.0-14+deb12u1\n\nPackage: libc6\nArchitecture: amd64\nVersion: 2.36-9\n\n"
+        "Package: libomp5-14\nArchitecture: amd64\nVersion: 1:14.0.6-12");
+  fs::create_directories(root / "usr/lib/x86_64-linux-gnu");
+  write(root / "usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0", "");
+  fs::create_symlink("libgomp.so.1.0.0", root / "usr/lib/x86_64-linux-gnu/libgomp-alias.so.1");
+  fs::create_symlink("usr/lib", root / "lib");
+
+  host::Host h(root.string(), {});
+  SystemPackages sp(h);
+  EXPECT_EQ(sp.owner("/usr/lib/x86_64-linux-gnu/libgomp.so.1"),
+            std::optional<std::string>("libgomp1 12.2.0-14+deb12u1 (dpkg)"));
+  // The loader's spelling through the /lib symlink, and a link dpkg does not list.
+  EXPECT_EQ(sp.owner("/lib/x86_64-linux-gnu/libgomp.so.1"),
+            sp.owner("/usr/lib/x86_64-linux-gnu/libgomp.so.1"));
+  EXPECT_EQ(sp.owner("/usr/lib/x86_64-linux-gnu/libgomp-alias.so.1"),
+            std::optional<std::string>("libgomp1 12.2.0-14+deb12u1 (dpkg)"));
+  EXPECT_EQ(sp.owner("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            std::optional<std::string>("libc6 2.36-9 (dpkg)"));
+  EXPECT_EQ(sp.owner("/usr/lib/llvm-14/lib/libomp.so.5"),
+            std::optional<std::string>("libomp5-14 1:14.0.6-12 (dpkg)"));
+  EXPECT_EQ(sp.owner("/usr/lib/x86_64-linux-gnu/libx.so"), std::nullopt);  // not a .list
+  EXPECT_EQ(sp.owner("/opt/conda/lib/libgomp.so.1"), std::nullopt);
+  EXPECT_TRUE(sp.has_database());
+  fs::remove_all(root);
+
+  // No dpkg at all: nothing, and no error.
+  host::Host empty(fixture_root("two-numa"), {});
+  SystemPackages none(empty);
+  EXPECT_EQ(none.owner("/usr/lib/x86_64-linux-gnu/libgomp.so.1"), std::nullopt);
+  EXPECT_FALSE(none.has_database());
+}
+
+// Oracle: dpkg itself, on this machine, for the system's libgomp and libc.
+TEST(SystemPackages, AgreesWithDpkgQuery) {
+  if (!fs::exists("/var/lib/dpkg/status") || test::run_command("command -v dpkg-query").status)
+    GTEST_SKIP() << "no dpkg on this machine";
+  const host::Host live = host::Host::live();
+  SystemPackages sp(live);
+  int compared = 0;
+  for (const char* lib : {"libgomp.so.1", "libc.so.6", "libstdc++.so.6"}) {
+    test::CommandResult where = test::run_command(std::string("ldconfig -p | awk '$1 == \"") + lib +
+                                                  "\" && /x86-64/ { print $NF; exit }'");
+    std::string path(trim(where.out));
+    if (path.empty()) continue;
+    // dpkg -S answers "<package>[:arch]: <path>" for the path dpkg lists.
+    std::string real = fs::canonical(path).string();
+    test::CommandResult s =
+        test::run_command("dpkg -S " + real + " 2>/dev/null || dpkg -S " + path + " 2>/dev/null");
+    std::string package = s.out.substr(0, s.out.find_first_of(":,"));
+    ASSERT_FALSE(package.empty()) << "dpkg -S " << real;
+    test::CommandResult v =
+        test::run_command("dpkg-query -W -f='${Version}' " + s.out.substr(0, s.out.find(": ")));
+    EXPECT_EQ(sp.owner(path), package + " " + v.out + " (dpkg)") << path;
+    compared++;
+  }
+  EXPECT_GE(compared, 2);
+}

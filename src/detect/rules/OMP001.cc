@@ -44,10 +44,21 @@ std::string fix_for_installers(const mld::detect::OpenMpProcess& p, bool aborts)
              "`conda install -c conda-forge <packages>`; `conda list openmp` shows the "
              "runtimes, and `_openmp_mutex` chooses GNU or LLVM OpenMP for the environment)" +
              dont;
-    case Installer::System:
-      return "these runtimes are all the distribution's: rebuild or reinstall the package "
-             "that links a second runtime so that all link the system libgomp.so.1" +
+    case Installer::System: {
+      // "libgomp1 12.2.0-14 (dpkg)" -> "libgomp1 12.2.0-14".
+      std::string packages;
+      for (const mld::detect::OpenMpRuntime& r : p.runtimes) {
+        std::string name =
+            r.owner.ends_with(" (dpkg)") ? r.owner.substr(0, r.owner.size() - 7) : r.owner;
+        if (!name.empty() && packages.find(name) == std::string::npos)
+          packages += (packages.empty() ? "" : ", ") + name;
+      }
+      return "these runtimes are all the distribution's" +
+             (packages.empty() ? std::string() : " (packages " + packages + ")") +
+             ": rebuild or reinstall the package that links a second runtime so that all link "
+             "the system libgomp.so.1" +
              dont;
+    }
     case Installer::Unknown: break;
   }
   return "";
