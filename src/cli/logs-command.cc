@@ -1,9 +1,11 @@
 // logs-command.cc — `mldoctor logs`: every input scanned against the
 // knowledge base's log signatures, findings de-duplicated per input with
-// counts, line numbers and ranks. With --follow, findings are printed as they
+// counts, line numbers and ranks, then grouped into incidents (the cause
+// first, the envelopes it explains as its context). With --follow, findings are printed as they
 // complete and an idle input is checked for end-of-log stalls. An unreadable
 // input is an error for that input only; the others are still scanned, and
 // what was found before a read error is still reported.
+#include <algorithm>
 #include <csignal>
 
 #include "cli/cli.h"
@@ -21,7 +23,8 @@ struct InputResult {
   std::string error;
   u64 bytes = 0;
   u64 lines = 0;
-  std::vector<const Finding*> findings;
+  std::vector<const Finding*> findings;    // in line order
+  std::vector<rules::Incident> incidents;  // cause first, most severe first
 };
 
 std::string display_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
@@ -87,20 +90,44 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
     r.bytes = scanner->bytes();
     r.lines = scanner->lines();
     for (const logs::LogFinding* lf : scanner->findings()) r.findings.push_back(&lf->finding);
+    r.incidents = rules::group_incidents(r.findings, rule_set);
     scanners.push_back(std::move(scanner));
     results.push_back(std::move(r));
   }
 
   std::vector<const Finding*> all;
-  for (const InputResult& r : results) all.insert(all.end(), r.findings.begin(), r.findings.end());
+  std::vector<rules::Incident> all_incidents;
+  for (const InputResult& r : results) {
+    all.insert(all.end(), r.findings.begin(), r.findings.end());
+    all_incidents.insert(all_incidents.end(), r.incidents.begin(), r.incidents.end());
+  }
 
   if (common.format == OutputFormat::Json) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const InputResult& r : results) {
       nlohmann::json fj = nlohmann::json::array();
       for (const Finding* f : r.findings) fj.push_back(report::finding_json(*f));
-      nlohmann::json j = {
-          {"path", r.path}, {"bytes", r.bytes}, {"lines", r.lines}, {"findings", fj}};
+      // Incidents refer to findings by their index in "findings".
+      auto index = [&](const Finding* f) {
+        return static_cast<size_t>(std::find(r.findings.begin(), r.findings.end(), f) -
+                                   r.findings.begin());
+      };
+      nlohmann::json ij = nlohmann::json::array();
+      for (const rules::Incident& inc : r.incidents) {
+        nlohmann::json also = nlohmann::json::array(), context = nlohmann::json::array();
+        for (const Finding* f : inc.also) also.push_back(index(f));
+        for (const Finding* f : inc.context) context.push_back(index(f));
+        ij.push_back({{"rule", inc.cause->rule},
+                      {"severity", severity_name(inc.severity)},
+                      {"cause", index(inc.cause)},
+                      {"also", also},
+                      {"context", context}});
+      }
+      nlohmann::json j = {{"path", r.path},
+                          {"bytes", r.bytes},
+                          {"lines", r.lines},
+                          {"findings", fj},
+                          {"incidents", ij}};
       if (!r.error.empty()) j["error"] = r.error;
       inputs.push_back(std::move(j));
     }
@@ -112,15 +139,19 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
       std::fprintf(out, "## mldoctor logs: `%s`\n\n%llu lines scanned%s\n\n", r.path.c_str(),
                    static_cast<unsigned long long>(r.lines),
                    r.error.empty() ? "" : (" — " + r.error).c_str());
-      report::print_findings_markdown(out, r.findings);
+      report::print_incidents_markdown(out, r.incidents);
     }
   } else {
     for (const InputResult& r : results) {
       if (!opts.follow) {
-        std::fprintf(out, "%s: %llu lines, %zu finding%s\n", r.path.c_str(),
+        std::string incidents;
+        if (r.incidents.size() < r.findings.size())
+          incidents = ", " + std::to_string(r.incidents.size()) +
+                      (r.incidents.size() == 1 ? " incident" : " incidents");
+        std::fprintf(out, "%s: %llu lines, %zu finding%s%s\n", r.path.c_str(),
                      static_cast<unsigned long long>(r.lines), r.findings.size(),
-                     r.findings.size() == 1 ? "" : "s");
-        for (const Finding* f : r.findings) report::print_finding(out, *f, style);
+                     r.findings.size() == 1 ? "" : "s", incidents.c_str());
+        for (const rules::Incident& inc : r.incidents) report::print_incident(out, inc, style);
       } else {
         // Counts are final only now.
         for (const Finding* f : r.findings)
@@ -130,15 +161,13 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
                          static_cast<unsigned long long>(f->last_line.value_or(0)));
       }
     }
-    std::string summary = report::summary_line(all);
+    std::string summary = report::incidents_summary(all_incidents);
     if (!summary.empty()) {
-      std::string first_rule;
-      for (const Finding* f : all)
-        if (f->severity != Severity::Info || first_rule.empty()) {
-          first_rule = f->rule;
-          if (f->severity != Severity::Info) break;
-        }
-      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), first_rule.c_str());
+      // The cause of the most severe incident (each input's come first).
+      const rules::Incident* top = nullptr;
+      for (const rules::Incident& inc : all_incidents)
+        if (!top || inc.severity > top->severity) top = &inc;
+      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), top->cause->rule.c_str());
     }
   }
   if (tool_error) return 2;

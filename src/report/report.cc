@@ -69,10 +69,26 @@ const char* severity_mark(Severity s) {
   return s == Severity::Error ? "✗" : s == Severity::Warning ? "!" : "·";
 }
 
-void print_finding(std::FILE* out, const Finding& f, const Style& style) {
-  Colours c = colours_for(f.severity, style);
-  std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(f.severity), c.off,
-               f.message.c_str(), c.dim, f.rule.c_str(), c.off);
+namespace {
+
+// "line 9" / "lines 6–7" of a finding for a one-line reference.
+std::string where_text(const Finding& f) {
+  for (const Evidence& e : f.evidence)
+    if (!e.context && e.line) {
+      if (f.last_line && *f.last_line != *e.line)
+        return fmt::format("lines {}–{}", *e.line, *f.last_line);
+      return fmt::format("line {}", *e.line);
+    }
+  return {};
+}
+
+// A finding's lines; `extra` (incident members) goes between its occurrences
+// and its fix.
+void print_finding_lines(std::FILE* out, const Finding& f, Severity shown, const Style& style,
+                         const std::vector<std::string>& extra) {
+  Colours c = colours_for(shown, style);
+  std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(shown), c.off, f.message.c_str(),
+               c.dim, f.rule.c_str(), c.off);
   for (const Evidence& e : f.evidence) {
     // grep's convention: "file:line:" for evidence, "file:line-" for context.
     std::string where;
@@ -88,11 +104,49 @@ void print_finding(std::FILE* out, const Finding& f, const Style& style) {
   }
   std::string occ = occurrences_text(f);
   if (!occ.empty()) std::fprintf(out, "     %s%s%s\n", c.dim, occ.c_str(), c.off);
+  for (const std::string& line : extra) std::fprintf(out, "     %s\n", line.c_str());
   if (!f.fix.empty()) std::fprintf(out, "     %sfix:%s %s\n", c.bold, c.off, f.fix.c_str());
   if (!f.env_fix.empty()) {
     std::string line = env_fix_shell(f.env_fix);
     if (f.fix.find(line) == std::string::npos) std::fprintf(out, "          %s\n", line.c_str());
   }
+}
+
+// "also: <message> (line 9)" and "reported as: NCCL011 <message> (line 6)".
+std::vector<std::string> incident_lines(const rules::Incident& inc) {
+  std::vector<std::string> out;
+  for (const Finding* f : inc.also) {
+    std::string where = where_text(*f);
+    out.push_back("also: " + f->message + (where.empty() ? "" : " (" + where + ")"));
+  }
+  for (const Finding* f : inc.context) {
+    std::string where = where_text(*f);
+    out.push_back("reported as: " + f->rule + " " + f->message +
+                  (where.empty() ? "" : " (" + where + ")"));
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_finding(std::FILE* out, const Finding& f, const Style& style) {
+  print_finding_lines(out, f, f.severity, style, {});
+}
+
+void print_incident(std::FILE* out, const rules::Incident& inc, const Style& style) {
+  print_finding_lines(out, *inc.cause, inc.severity, style, incident_lines(inc));
+}
+
+std::string incidents_summary(const std::vector<rules::Incident>& incidents) {
+  std::vector<const Finding*> causes;
+  std::vector<Finding> shown;
+  shown.reserve(incidents.size());
+  for (const rules::Incident& inc : incidents) {
+    shown.push_back(Finding{});
+    shown.back().severity = inc.severity;
+  }
+  for (const Finding& f : shown) causes.push_back(&f);
+  return summary_line(causes);
 }
 
 std::string env_fix_shell(const std::vector<std::string>& env_fix) {
@@ -144,32 +198,49 @@ nlohmann::json finding_json(const Finding& f) {
   return j;
 }
 
+namespace {
+
+// One finding as a Markdown section; `extra` (incident members) as a list
+// before its fix.
+void print_finding_markdown(std::FILE* out, const Finding& f, Severity shown,
+                            const std::vector<std::string>& extra) {
+  std::fprintf(out, "### %s `%s` %s\n\n", severity_mark(shown), f.rule.c_str(), f.message.c_str());
+  bool any = false;
+  for (const Evidence& e : f.evidence) {
+    if (!any) std::fprintf(out, "```\n");
+    any = true;
+    if (e.line)
+      std::fprintf(out, "%s%s:%llu: %s\n", e.context ? "  " : "", e.file.c_str(),
+                   static_cast<unsigned long long>(*e.line), e.text.c_str());
+    else
+      std::fprintf(out, "%s\n", e.text.c_str());
+  }
+  if (any) std::fprintf(out, "```\n\n");
+  std::string occ = occurrences_text(f);
+  if (!occ.empty()) std::fprintf(out, "%s.\n\n", occ.c_str());
+  for (const std::string& l : extra) std::fprintf(out, "- %s\n", l.c_str());
+  if (!extra.empty()) std::fprintf(out, "\n");
+  if (!f.fix.empty()) std::fprintf(out, "**Fix:** %s\n\n", f.fix.c_str());
+  if (!f.env_fix.empty()) std::fprintf(out, "```sh\n%s\n```\n\n", env_fix_shell(f.env_fix).c_str());
+}
+
+}  // namespace
+
+void print_incidents_markdown(std::FILE* out, const std::vector<rules::Incident>& incidents) {
+  if (incidents.empty()) {
+    std::fprintf(out, "No findings.\n");
+    return;
+  }
+  for (const rules::Incident& inc : incidents)
+    print_finding_markdown(out, *inc.cause, inc.severity, incident_lines(inc));
+}
+
 void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& findings) {
   if (findings.empty()) {
     std::fprintf(out, "No findings.\n");
     return;
   }
-  for (const Finding* f : findings) {
-    std::fprintf(out, "### %s `%s` %s\n\n", severity_mark(f->severity), f->rule.c_str(),
-                 f->message.c_str());
-    bool any = false;
-    for (const Evidence& e : f->evidence) {
-      if (!any) std::fprintf(out, "```\n");
-      any = true;
-      if (e.line)
-        std::fprintf(out, "%s%s:%llu: %s\n", e.context ? "  " : "", e.file.c_str(),
-                     static_cast<unsigned long long>(*e.line), e.text.c_str());
-      else
-        std::fprintf(out, "%s\n", e.text.c_str());
-    }
-    if (any) std::fprintf(out, "```\n\n");
-    std::string occ = occurrences_text(*f);
-    if (!occ.empty()) std::fprintf(out, "%s.\n\n", occ.c_str());
-    if (!f->fix.empty()) std::fprintf(out, "**Fix:** %s\n\n", f->fix.c_str());
-    if (!f->env_fix.empty()) {
-      std::fprintf(out, "```sh\n%s\n```\n\n", env_fix_shell(f->env_fix).c_str());
-    }
-  }
+  for (const Finding* f : findings) print_finding_markdown(out, *f, f->severity, {});
 }
 
 void print_rule_line(std::FILE* out, const rules::Rule& r, const Style& style) {
@@ -192,15 +263,29 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
     std::fprintf(out, "\n");
   }
   for (const std::string& cmd : r.fix.commands) std::fprintf(out, "  $ %s\n", cmd.c_str());
-  if (!r.signatures.empty()) {
+  if (r.is_log_rule()) {
     std::fprintf(out, "\n%sRecognised in logs by%s\n", c.bold, c.off);
     for (const rules::Signature& s : r.signatures)
       std::fprintf(out, "  %s%s\n", s.pattern.c_str(),
                    s.at_end ? "   (as the log's last line)" : "");
+    for (const rules::StackSignature& s : r.stacks)
+      std::fprintf(out, "  a hung thread's stack frame %s%s%s\n", s.frame.c_str(),
+                   s.under.empty() ? "" : " under ", s.under.c_str());
   } else if (!r.detector.empty()) {
     std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off,
                  r.detector.c_str());
   }
+  if (!r.replaces.empty()) {
+    std::string ids;
+    for (const std::string& id : r.replaces) ids += (ids.empty() ? "" : ", ") + id;
+    std::fprintf(out, "\n%sExplains%s %s (shown as context of this finding)\n", c.bold, c.off,
+                 ids.c_str());
+  }
+  if (r.envelope)
+    std::fprintf(out,
+                 "\n%sAn envelope:%s in a log, any error of another rule is its cause and "
+                 "leads the incident\n",
+                 c.bold, c.off);
   std::fprintf(out, "\n%sReferences%s\n", c.bold, c.off);
   for (const std::string& ref : r.references) std::fprintf(out, "  %s\n", ref.c_str());
 }
@@ -215,6 +300,13 @@ nlohmann::json rule_json(const rules::Rule& r) {
     if (s.case_insensitive) j["case_insensitive"] = true;
     sigs.push_back(std::move(j));
   }
+  nlohmann::json stacks = nlohmann::json::array();
+  for (const rules::StackSignature& s : r.stacks) {
+    nlohmann::json j = {{"frame", s.frame}};
+    if (!s.under.empty()) j["under"] = s.under;
+    if (!s.message.empty()) j["message"] = s.message;
+    stacks.push_back(std::move(j));
+  }
   nlohmann::json j = {
       {"id", r.id},
       {"severity", severity_name(r.severity)},
@@ -225,7 +317,9 @@ nlohmann::json rule_json(const rules::Rule& r) {
       {"builtin", r.builtin}};
   if (!r.detector.empty()) j["detector"] = r.detector;
   if (!sigs.empty()) j["signatures"] = sigs;
+  if (!stacks.empty()) j["stacks"] = stacks;
   if (!r.replaces.empty()) j["replaces"] = r.replaces;
+  if (r.envelope) j["envelope"] = true;
   if (r.withdrawn) j["withdrawn"] = true;
   return j;
 }
@@ -238,9 +332,8 @@ std::string rules_markdown(const rules::RuleSet& rules) {
       "| id | severity | title | found by |\n|---|---|---|---|\n";
   for (const rules::Rule& r : rules.all()) {
     if (r.withdrawn) continue;
-    out +=
-        fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity),
-                    r.title, r.signatures.empty() ? "`" + r.detector + "`" : std::string("logs"));
+    out += fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity),
+                       r.title, !r.is_log_rule() ? "`" + r.detector + "`" : std::string("logs"));
   }
   for (const rules::Rule& r : rules.all()) {
     out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title,
@@ -257,7 +350,7 @@ std::string rules_markdown(const rules::RuleSet& rules) {
       for (const std::string& cmd : r.fix.commands) out += cmd + "\n";
       out += "```\n\n";
     }
-    if (!r.signatures.empty()) {
+    if (r.is_log_rule()) {
       out += "### Log signatures\n\n";
       for (const rules::Signature& s : r.signatures) {
         std::string p = s.pattern;
@@ -267,10 +360,27 @@ std::string rules_markdown(const rules::RuleSet& rules) {
                                ? ""
                                : fmt::format(" — with a following `{}` line", s.followed_by));
       }
+      for (const rules::StackSignature& s : r.stacks) {
+        std::string frame = s.frame, under = s.under;
+        std::replace(frame.begin(), frame.end(), '`', '\'');
+        std::replace(under.begin(), under.end(), '`', '\'');
+        out += fmt::format("- in a stack dump of a hung job, a thread at a frame `{}`{}\n", frame,
+                           under.empty() ? "" : fmt::format(" called from `{}`", under));
+      }
       out += "\n";
     } else if (!r.detector.empty()) {
       out += fmt::format("Detected by `{}`.\n\n", r.detector);
     }
+    if (!r.replaces.empty()) {
+      std::string ids;
+      for (const std::string& id : r.replaces)
+        ids += fmt::format("{}[{}](#{})", ids.empty() ? "" : ", ", id, id);
+      out += "Explains " + ids + ": their findings are shown as context of this one.\n\n";
+    }
+    if (r.envelope)
+      out +=
+          "An envelope: in a log, an error of any other rule is its cause and leads the "
+          "incident; this finding is shown as its context.\n\n";
     out += "### References\n\n";
     for (const std::string& ref : r.references) out += "- <" + ref + ">\n";
   }

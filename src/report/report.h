@@ -22,6 +22,14 @@ struct Style {
 // One finding as text: mark, message, rule id, evidence, occurrences, fix.
 void print_finding(std::FILE* out, const Finding& f, const Style& style);
 
+// One incident: its cause as a finding, marked with the incident's
+// severity, with "also:" and "reported as:" lines for its other members.
+void print_incident(std::FILE* out, const rules::Incident& inc, const Style& style);
+
+// The summary line counted by incident ("1 error" for a cause and its
+// envelopes).
+std::string incidents_summary(const std::vector<rules::Incident>& incidents);
+
 // "2 errors, 1 warning, 3 notes" (empty when there are none).
 std::string summary_line(const std::vector<const Finding*>& findings);
 
@@ -33,6 +41,9 @@ nlohmann::json finding_json(const Finding& f);
 // A finding's env_fix as one shell line: "export A=1 B=2; unset C" (an
 // entry "-C" means unset C).
 std::string env_fix_shell(const std::vector<std::string>& env_fix);
+
+// A Markdown section for a log's incidents.
+void print_incidents_markdown(std::FILE* out, const std::vector<rules::Incident>& incidents);
 
 // A Markdown section for findings (for pasting into an issue).
 void print_findings_markdown(std::FILE* out, const std::vector<const Finding*>& findings);

@@ -292,7 +292,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   rule.origin = std::string(origin);
   r.only_keys(doc,
               {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix",
-               "detector", "replaces", "signature", "example", "negative", "withdrawn"},
+               "detector", "replaces", "envelope", "signature", "stack", "example", "negative",
+               "withdrawn"},
               "");
   rule.id = r.string(doc, "id", true, "");
   if (!rule.id.empty()) {
@@ -327,6 +328,7 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   rule.withdrawn = r.boolean(doc, "withdrawn", "");
   rule.detector = r.string(doc, "detector", false, "");
   rule.replaces = r.strings(doc, "replaces", "");
+  rule.envelope = r.boolean(doc, "envelope", "");
 
   if (const toml::table* fix = doc["fix"].as_table()) {
     r.only_keys(*fix, {"text", "env", "commands"}, "fix: ");
@@ -369,6 +371,17 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
     if (s.pattern.find('\n') != std::string::npos) r.problem(where + "a pattern never spans lines");
     rule.signatures.push_back(std::move(s));
   });
+  r.tables(doc, "stack", [&](const toml::table& t, const std::string& where) {
+    StackSignature s;
+    r.only_keys(t, {"frame", "under", "message", "subject"}, where);
+    s.frame = r.string(t, "frame", true, where);
+    s.under = r.string(t, "under", false, where);
+    s.message = r.string(t, "message", false, where);
+    s.subject = r.string(t, "subject", false, where);
+    if (s.frame.find('\n') != std::string::npos || s.under.find('\n') != std::string::npos)
+      r.problem(where + "a frame pattern never spans lines");
+    rule.stacks.push_back(std::move(s));
+  });
   r.tables(doc, "example", [&](const toml::table& t, const std::string& where) {
     rule.examples.push_back(read_example(r, t, where, true));
   });
@@ -377,9 +390,9 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   });
 
   if (!rule.withdrawn) {
-    if (rule.detector.empty() == rule.signatures.empty())
+    if (rule.detector.empty() == !rule.is_log_rule())
       r.problem("a rule has either a detector or signatures, not both and not neither");
-    if (!rule.signatures.empty()) {
+    if (rule.is_log_rule()) {
       if (rule.examples.empty()) r.problem("a log rule needs at least one [[example]]");
       if (rule.negatives.empty()) r.problem("a log rule needs at least one [[negative]]");
     }
@@ -390,6 +403,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       r.problem("example source is not among the references: " + e.source);
   for (const std::string& id : rule.replaces)
     if (!valid_id(id) || id == rule.id) r.problem("replaces names an invalid id: " + id);
+  if (rule.envelope && !rule.is_log_rule())
+    r.problem("envelope is for log rules (those with signatures)");
   if (rule.escalated_severity && rule.detector.empty())
     r.problem("escalated_severity is for fact rules (those with a detector)");
 
@@ -399,6 +414,12 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
 
 bool Rule::explains(std::string_view other) const {
   return std::find(replaces.begin(), replaces.end(), other) != replaces.end();
+}
+
+bool Rule::explains(const Rule& other, Severity severity) const {
+  if (&other == this || other.id == id) return false;
+  if (explains(other.id)) return true;
+  return other.envelope && !envelope && severity == Severity::Error;
 }
 
 const Rule* RuleSet::find(std::string_view id) const {

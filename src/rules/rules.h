@@ -25,6 +25,18 @@ struct Signature {
   bool at_end = false;      // only when the log ends with this line (a stall)
 };
 
+// A wait recognised in a stack dump of a hung job (py-spy dump, faulthandler,
+// gdb/pstack, a traceback printed at Ctrl-C): a thread whose stack holds a
+// frame matching `frame` (matched against "function (file:line)" for Python
+// frames, "function (library)" for native ones), with a caller frame
+// matching `under` when given.
+struct StackSignature {
+  std::string frame;    // PCRE2 over the normalised frame text
+  std::string under;    // optional: an outer (calling) frame of the same thread
+  std::string message;  // template with {N} captures of `frame`, or empty
+  std::string subject;  // template; empty: the rendered message
+};
+
 struct Example {
   std::string log;     // one or more lines
   std::string source;  // positive examples: where it was seen
@@ -47,17 +59,29 @@ struct Rule {
   std::string explanation;  // Markdown
   std::vector<std::string> references;
   Fix fix;
-  std::string detector;               // fact-based rules
-  std::vector<Signature> signatures;  // log rules
-  std::vector<std::string> replaces;  // more generic rules this one hides on a line
+  std::string detector;                // fact-based rules
+  std::vector<Signature> signatures;   // log rules
+  std::vector<StackSignature> stacks;  // log rules: waits in stack dumps
+  std::vector<std::string> replaces;   // more generic rules this one explains (hides on a line)
+  // Log rules: the finding reports a wrapper around a cause (an exception
+  // class, a launcher's summary, a generic NCCL result), which any error
+  // finding of a non-envelope rule in the same log explains (see incidents).
+  bool envelope = false;
   std::vector<Example> examples;
   std::vector<Example> negatives;
   bool withdrawn = false;
   bool builtin = false;
   std::string origin;  // "rules/OMP010.toml" or the user's file path
 
+  // A log rule: it has line signatures or stack signatures.
+  bool is_log_rule() const { return !signatures.empty() || !stacks.empty(); }
+
   // `other` is one of the rules this one replaces.
   bool explains(std::string_view other) const;
+  // Whether a finding of this rule at `severity` explains one of `other`:
+  // `other` is named in `replaces`, or `other` is an envelope and this rule,
+  // not an envelope itself, found an error.
+  bool explains(const Rule& other, Severity severity) const;
 };
 
 // A rule-file problem: which file, what is wrong.
@@ -117,6 +141,26 @@ Finding finding_from(Detection d, const Rule& rule);
 // replaces, anywhere in the report. In a log, the scanner applies the same
 // field per line as it matches (Rule::explains). Order is kept.
 void drop_replaced(std::vector<Finding>& findings, const RuleSet& rules);
+
+// One incident: the finding that names its cause first, then what it
+// explains. A log reports one failure several times — NCCL's WARN line, the
+// exception torch raises around it, the launcher's summary — and the user
+// needs the cause, not three rivals (incidents.cc).
+struct Incident {
+  const Finding* cause = nullptr;
+  std::vector<const Finding*> also;     // the cause's rule again, other subjects
+  std::vector<const Finding*> context;  // findings the cause explains (envelopes)
+  Severity severity = Severity::Info;   // the highest of its members
+  u64 first_line = 0;                   // the earliest evidence line of its members; 0: none
+};
+
+// Groups findings into incidents by Rule::explains(rule, severity): a finding
+// another explains joins that one's incident (the explainer whose launcher
+// ranks overlap, else the nearest by line), transitively; findings of one
+// rule join the first one's incident. Incidents are ordered by severity,
+// then by their first line. Findings of unknown rules are incidents alone.
+std::vector<Incident> group_incidents(const std::vector<const Finding*>& findings,
+                                      const RuleSet& rules);
 
 // Completes a finding from its rule: title-less message, fix and env_fix are
 // filled from the rule when the finding left them empty. No-op for unknown ids.
