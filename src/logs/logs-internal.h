@@ -7,25 +7,37 @@
 #include <hs.h>
 #include <pcre2.h>
 
+#include <functional>
 #include <mutex>
 
 #include "logs/logs.h"
 
 namespace mld::logs {
 
-// One compiled pattern: a signature's own pattern, or its followed_by.
+// One compiled pattern: a signature's own pattern, or its followed_by, or a
+// line that may start a stack dump (rule and signature null).
 struct CompiledPattern {
   const rules::Rule* rule = nullptr;
   const rules::Signature* signature = nullptr;
   bool follow_up = false;   // the signature's followed_by pattern
   u32 signature_index = 0;  // index into Matcher::Impl::signatures
   pcre2_code* code = nullptr;
+  const std::string* stack_trigger = nullptr;  // stack_dump_triggers() entry
+};
+
+// A rule's stack signature, compiled.
+struct CompiledStack {
+  const rules::Rule* rule = nullptr;
+  const rules::StackSignature* signature = nullptr;
+  pcre2_code* frame = nullptr;
+  pcre2_code* under = nullptr;  // null: no caller required
 };
 
 struct Matcher::Impl {
   rules::RuleSet rules;                   // owned copy: patterns point into it
   std::vector<CompiledPattern> patterns;  // Vectorscan id = index
   std::vector<u32> at_end;                // pattern indexes of at_end signatures (PCRE2 only)
+  std::vector<CompiledStack> stacks;      // stack signatures; triggers are in `patterns`
   u32 signature_count = 0;
   hs_database_t* db = nullptr;  // block mode; null when there are no mid-log patterns
   ~Impl();
@@ -60,5 +72,78 @@ hs_database_t* compile_database(const std::vector<std::string>& exprs,
 
 // Number of '\n' bytes in `data` (vectorised: this runs over every byte).
 u64 count_newlines(std::string_view data);
+
+// ─── stacks.cc ──────────────────────────────────────────────────────────────
+
+// The patterns of lines that may start a stack dump (compiled with the
+// signatures when any rule has stack signatures; StackReader confirms).
+const std::vector<std::string>& stack_dump_triggers();
+
+// Length of a launcher's rank prefix at the start of `line` ("[rank3]:",
+// "[default3]:", "rank3:", "3: ", "[1,3]<stdout>:"), 0 when none.
+size_t rank_prefix_length(std::string_view line);
+
+enum class StackFormat { Traceback, Faulthandler, PySpy, Gdb };
+
+struct StackFrame {
+  std::string text;    // "wait (torch/utils/file_baton.py:42)", "c10d::TCPStore::doGet(...)
+                       // (libtorch_cpu.so)"
+  u64 line = 0;        // in the log
+  std::string raw;     // the log line, printable
+  std::string source;  // tracebacks: the source line printed under the frame
+};
+
+// One thread of a dump, innermost frame first.
+struct StackThread {
+  StackFormat format = StackFormat::Traceback;
+  std::string name;    // its header line ("Thread 46930 (idle): \"MainThread\""), or empty
+  std::string prefix;  // the rank prefix of its lines
+  std::vector<StackFrame> frames;
+  std::string exception;   // tracebacks: the exception that ended it
+  bool hang = false;       // a snapshot of a waiting thread (see stacks.cc)
+  bool truncated = false;  // deeper frames were dropped
+};
+
+// Reads stack dumps line by line, handing each thread over as it completes.
+class StackReader {
+ public:
+  explicit StackReader(std::function<void(const StackThread&)> on_thread);
+  bool active() const { return active_; }
+  // One line: `first` when a trigger matched it (a dump may start here).
+  // Returns false when the line is not part of a dump (the dump, if any,
+  // ended before it).
+  bool feed(std::string_view line, u64 number, bool first);
+  // The dump ends (the input ended: `at_end_of_input`).
+  void end(bool at_end_of_input);
+
+ private:
+  enum class LineKind {
+    Blank,
+    TracebackHeader,
+    ThreadHeader,
+    TracebackFrame,
+    FaultFrame,
+    PySpyFrame,
+    GdbFrame,
+    GdbContinuation,
+    Indented,
+    Exception,
+    Chatter,
+    Other
+  };
+  LineKind classify(std::string_view t, std::string* text, std::string* exception) const;
+  void start(std::string_view prefix);
+  void finish_thread(bool cut);
+  bool give_up_or_skip(LineKind kind);
+
+  std::function<void(const StackThread&)> on_thread_;
+  bool active_ = false;
+  u32 foreign_ = 0;
+  u32 blanks_ = 0;
+  bool interrupted_ = false;  // a traceback of this dump ended in an interrupt
+  bool crashed_ = false;      // faulthandler reports a crash ("Fatal Python error:")
+  LineKind last_ = LineKind::Other;
+  StackThread thread_;
+};
 
 }  // namespace mld::logs

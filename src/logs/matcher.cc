@@ -17,6 +17,10 @@ Matcher::Impl::~Impl() {
   if (stream_db_) hs_free_database(stream_db_);
   for (CompiledPattern& p : patterns)
     if (p.code) pcre2_code_free(p.code);
+  for (CompiledStack& st : stacks) {
+    if (st.frame) pcre2_code_free(st.frame);
+    if (st.under) pcre2_code_free(st.under);
+  }
 }
 
 Matcher::~Matcher() = default;
@@ -89,9 +93,12 @@ void Matcher::Impl::collect_expressions() {
   std::map<std::pair<std::string, unsigned>, u32> seen;
   for (u32 i = 0; i < patterns.size(); i++) {
     const CompiledPattern& p = patterns[i];
-    if (p.signature->at_end) continue;
-    std::string expr = p.follow_up ? p.signature->followed_by : p.signature->pattern;
-    unsigned flags = HS_FLAG_MULTILINE | (p.signature->case_insensitive ? HS_FLAG_CASELESS : 0u);
+    if (p.signature && p.signature->at_end) continue;
+    std::string expr = p.stack_trigger ? *p.stack_trigger
+                       : p.follow_up   ? p.signature->followed_by
+                                       : p.signature->pattern;
+    unsigned flags =
+        HS_FLAG_MULTILINE | (p.signature && p.signature->case_insensitive ? HS_FLAG_CASELESS : 0u);
     auto [it, inserted] = seen.try_emplace({expr, flags}, static_cast<u32>(hs_exprs.size()));
     if (inserted) {
       hs_exprs.push_back(expr);
@@ -126,7 +133,8 @@ bool Matcher::Impl::compile_block(std::vector<rules::RuleError>& errors) {
     }
     for (u32 index : hs_groups[bad])
       errors.push_back(
-          {patterns[index].rule->origin, "pattern '" + hs_exprs[bad] + "': " + message});
+          {patterns[index].rule ? patterns[index].rule->origin : std::string("stack-dump trigger"),
+           "pattern '" + hs_exprs[bad] + "': " + message});
     hs_exprs.erase(hs_exprs.begin() + bad);
     hs_flags.erase(hs_flags.begin() + bad);
     hs_groups.erase(hs_groups.begin() + bad);
@@ -186,7 +194,32 @@ std::shared_ptr<const Matcher> Matcher::compile(const rules::RuleSet& rule_set,
       if (!add(sig.pattern, false)) continue;
       if (!sig.followed_by.empty()) add(sig.followed_by, true);
     }
+    for (const rules::StackSignature& st : rule.stacks) {
+      std::string error;
+      CompiledStack cs{&rule, &st, compile_pcre2(st.frame, false, &error), nullptr};
+      if (cs.frame && !st.under.empty()) cs.under = compile_pcre2(st.under, false, &error);
+      if (!cs.frame || (!st.under.empty() && !cs.under)) {
+        errors.push_back({rule.origin, error});
+        if (cs.frame) pcre2_code_free(cs.frame);
+        continue;
+      }
+      impl.stacks.push_back(cs);
+    }
   }
+  // Lines that may start a stack dump, scanned only when a rule reads dumps.
+  if (!impl.stacks.empty())
+    for (const std::string& trigger : stack_dump_triggers()) {
+      std::string error;
+      pcre2_code* code = compile_pcre2(trigger, false, &error);
+      if (!code) {
+        errors.push_back({"stack-dump trigger", error});
+        continue;
+      }
+      CompiledPattern p;
+      p.code = code;
+      p.stack_trigger = &trigger;
+      impl.patterns.push_back(p);
+    }
   impl.collect_expressions();
   if (!(precompiled && impl.load_precompiled(*precompiled))) impl.compile_block(errors);
   return m;

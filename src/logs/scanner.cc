@@ -24,7 +24,7 @@ namespace {
 
 constexpr size_t kMaxCarry = 1 << 20;   // a longer line is scanned in fragments
 constexpr size_t kSegment = 128 << 10;  // whole lines scanned per call: fits in L2
-constexpr size_t kTailLines = 64;       // kept for end-of-log rules and context
+constexpr size_t kTailLines = 256;      // kept for end-of-log rules and context
 constexpr size_t kTailLineBytes = 4096;
 
 struct RawMatch {
@@ -250,6 +250,9 @@ struct Scanner::State {
     if (m.db && hs_alloc_scratch(m.db, &scratch) != HS_SUCCESS)
       throw IoError("Vectorscan: cannot allocate scratch space");
     match_data = pcre2_match_data_create(20, nullptr);
+    if (!m.stacks.empty())
+      stack_reader =
+          std::make_unique<StackReader>([this](const StackThread& t) { on_stack_thread(t); });
     if (options.threads > 1 && m.db)
       pool = std::make_unique<SegmentPool>(m, std::min(options.threads, 64u) - 1);
   }
@@ -350,30 +353,33 @@ struct Scanner::State {
   }
   bool mid_line_at_segment_start = false;
 
-  LogFinding& record(const rules::Rule& rule, const rules::Signature& sig, u32 sig_index,
-                     const std::vector<std::string>& captures, std::string_view line, u64 number,
-                     size_t focus, std::string_view data, size_t line_start, bool at_end) {
-    std::string message =
-        sig.message.empty() ? rule.title : rules::render_template(sig.message, captures);
-    std::string subject =
-        sig.subject.empty() ? message : rules::render_template(sig.subject, captures);
-    std::string key = rule.id + '\0' + subject;
-    auto [it, inserted] = by_key.try_emplace(key, findings.size());
-    // The rank prefix of the '\r' segment that holds the match (progress bars share lines).
-    size_t cr =
-        focus == 0 || focus > line.size() ? std::string_view::npos : line.rfind('\r', focus - 1);
-    std::optional<u32> rank = line_rank(cr == std::string_view::npos ? line : line.substr(cr + 1));
+  // Stack dumps: the reader, fed from trigger lines on (see stacks.cc).
+  std::unique_ptr<StackReader> stack_reader;
+  struct StackStart {
+    size_t offset;  // of the line in the segment
+    u64 line;
+  };
+  std::vector<StackStart> stack_starts;  // of the segment being consumed
+  void walk_stacks(std::string_view data);
+  void on_stack_thread(const StackThread& thread);
+
+  // The finding of (rule, subject): a further occurrence merged into it
+  // (false), or a new one with its rule, message and first line (true).
+  std::pair<LogFinding*, bool> occurrence(const rules::Rule& rule, const std::string& subject,
+                                          const std::string& message, u64 number,
+                                          std::optional<u32> rank) {
+    auto [it, inserted] = by_key.try_emplace(rule.id + '\0' + subject, findings.size());
     if (!inserted) {
       LogFinding& lf = findings[it->second];
       lf.count++;
-      lf.last_line = number;
+      lf.last_line = std::max(lf.last_line, number);
       lf.finding.count = lf.count;
-      lf.finding.last_line = number;
+      lf.finding.last_line = lf.last_line;
       if (rank && !std::binary_search(lf.ranks.begin(), lf.ranks.end(), *rank)) {
         lf.ranks.insert(std::upper_bound(lf.ranks.begin(), lf.ranks.end(), *rank), *rank);
         lf.finding.ranks = lf.ranks;
       }
-      return lf;
+      return {&lf, false};
     }
     LogFinding& lf = findings.emplace_back();
     lf.first_line = lf.last_line = number;
@@ -387,6 +393,24 @@ struct Scanner::State {
     f.last_line = number;
     f.ranks = lf.ranks;
     rules::complete_from_rule(f, m.rules);
+    return {&lf, true};
+  }
+
+  LogFinding& record(const rules::Rule& rule, const rules::Signature& sig, u32 sig_index,
+                     const std::vector<std::string>& captures, std::string_view line, u64 number,
+                     size_t focus, std::string_view data, size_t line_start, bool at_end) {
+    std::string message =
+        sig.message.empty() ? rule.title : rules::render_template(sig.message, captures);
+    std::string subject =
+        sig.subject.empty() ? message : rules::render_template(sig.subject, captures);
+    // The rank prefix of the '\r' segment that holds the match (progress bars share lines).
+    size_t cr =
+        focus == 0 || focus > line.size() ? std::string_view::npos : line.rfind('\r', focus - 1);
+    std::optional<u32> rank = line_rank(cr == std::string_view::npos ? line : line.substr(cr + 1));
+    auto [lfp, fresh_finding] = occurrence(rule, subject, message, number, rank);
+    LogFinding& lf = *lfp;
+    if (!fresh_finding) return lf;
+    Finding& f = lf.finding;
     if (!at_end && options.context > 0)
       lines_before(data, line_start, number, options.context, f.evidence);
     f.evidence.push_back(line_evidence(line, number, focus, false));
@@ -450,6 +474,12 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
     for (size_t k = i; k < j; k++)
       for (u32 pattern_index : m.hs_groups[raw[k].id]) {
         const CompiledPattern& cp = m.patterns[pattern_index];
+        if (cp.stack_trigger) {
+          if (line_end < data.size() &&
+              (stack_starts.empty() || stack_starts.back().offset != line_start))
+            stack_starts.push_back({line_start, line_no});
+          continue;
+        }
         size_t focus = confirm(cp, line, captures);
         if (focus == std::string_view::npos) continue;
         if (cp.follow_up) {
@@ -484,6 +514,8 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
     }
     i = j;
   }
+  walk_stacks(data);
+  stack_starts.clear();
   newlines += c.newlines;
   take_after_context(data, first_line);
   // The tail serves the next segment's context lines and, after the block,
@@ -492,6 +524,129 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
     update_tail(data, first_line, last_of_block ? kTailLines : options.context);
   mid_line = !data.empty() && data.back() != '\n';
   close_pending(newlines, false);
+}
+
+// Feeds the stack reader the lines of a dump: from the segment start while a
+// dump continues from the previous segment, and from each trigger line on.
+// Only dump regions are walked line by line; the rest of the log is not.
+void Scanner::State::walk_stacks(std::string_view data) {
+  if (!stack_reader) return;
+  if (mid_line_at_segment_start || (!data.empty() && data.back() != '\n')) {
+    stack_reader->end(false);  // a line too long to be a frame: no dump goes through it
+    return;
+  }
+  const u64 first_line = newlines + 1;
+  size_t pos = 0;
+  u64 num = first_line;
+  size_t next = 0;
+  bool first = false;
+  while (pos < data.size()) {
+    if (!stack_reader->active()) {
+      while (next < stack_starts.size() && stack_starts[next].offset < pos) next++;
+      if (next == stack_starts.size()) return;
+      pos = stack_starts[next].offset;
+      num = stack_starts[next].line;
+      next++;
+      first = true;
+    }
+    size_t end = data.find('\n', pos);
+    if (end == std::string_view::npos) end = data.size();
+    bool part = stack_reader->feed(data.substr(pos, end - pos), num, first);
+    // A line that ended a dump may start the next one: look at it again as
+    // a trigger (unless it was one already).
+    if (!part && !first) continue;
+    first = false;
+    pos = end + 1;
+    num++;
+  }
+}
+
+// A thread of a dump: every stack signature whose frame (and caller) it
+// holds, when it is a hang snapshot, is a finding.
+void Scanner::State::on_stack_thread(const StackThread& thread) {
+  if (!thread.hang) return;
+  std::vector<std::string> captures;
+  auto frame_matches = [&](pcre2_code* code, const StackFrame& f, bool keep) {
+    int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(f.text.data()), f.text.size(), 0, 0,
+                         match_data, nullptr);
+    if (rc <= 0) return false;
+    if (keep) {
+      PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data);
+      captures.clear();
+      for (int i = 0; i < rc; i++)
+        captures.push_back(ov[2 * i] == PCRE2_UNSET
+                               ? std::string()
+                               : f.text.substr(ov[2 * i], ov[2 * i + 1] - ov[2 * i]));
+    }
+    return true;
+  };
+  // The thread waits at its innermost recognised frame: of every stack
+  // signature that matches, the one matching deepest in the stack reports
+  // (NCCL's init under init_process_group is a wait in NCCL, not in the
+  // store); ties go to the earlier rule and signature.
+  const CompiledStack* best = nullptr;
+  size_t at = thread.frames.size(), caller = thread.frames.size();
+  std::vector<std::string> best_captures;
+  for (const CompiledStack& cs : m.stacks) {
+    size_t hit = thread.frames.size(), up = thread.frames.size();
+    for (size_t i = 0; i < thread.frames.size() && i < at && hit == thread.frames.size(); i++)
+      if (frame_matches(cs.frame, thread.frames[i], true)) hit = i;
+    if (hit == thread.frames.size()) continue;
+    if (cs.under) {
+      for (size_t j = hit + 1; j < thread.frames.size() && up == thread.frames.size(); j++)
+        if (frame_matches(cs.under, thread.frames[j], false)) up = j;
+      if (up == thread.frames.size()) continue;
+    }
+    best = &cs;
+    at = hit;
+    caller = up;
+    best_captures = captures;
+  }
+  if (!best) return;
+  captures = std::move(best_captures);
+  const rules::Rule& rule = *best->rule;
+  const rules::StackSignature& sig = *best->signature;
+  std::string message =
+      sig.message.empty() ? rule.title : rules::render_template(sig.message, captures);
+  std::string subject =
+      sig.subject.empty() ? message : rules::render_template(sig.subject, captures);
+  const StackFrame& hit = thread.frames[at];
+  auto [lfp, fresh_finding] = occurrence(rule, subject, message, hit.line, line_rank(hit.raw));
+  if (!fresh_finding) return;
+  Finding& f = lfp->finding;
+  {
+    Evidence e;
+    e.file = options.source;
+    e.line = hit.line;
+    e.text = hit.raw;
+    f.evidence.push_back(e);
+    if (caller < thread.frames.size() && caller != at) {
+      e.line = thread.frames[caller].line;
+      e.text = thread.frames[caller].raw;
+      f.evidence.push_back(e);
+    }
+    // The thread at a glance: the wait, its callers, the entry point.
+    static const char* const kFormat[] = {"traceback", "faulthandler dump", "py-spy dump",
+                                          "gdb backtrace"};
+    std::string chain =
+        (thread.name.empty() || thread.name == "traceback" ? std::string("thread") : thread.name) +
+        " (" + kFormat[static_cast<int>(thread.format)] +
+        (thread.exception.empty() ? "" : ", " + thread.exception) + "): ";
+    auto function_of = [](const std::string& text) {
+      size_t p = text.find(" (");
+      return p == std::string::npos ? text : text.substr(0, p);
+    };
+    const size_t last = thread.frames.size() - 1;
+    for (size_t i = at; i <= last && i < at + 4; i++)
+      chain += (i == at ? "" : " ← ") +
+               (i == at || i == last ? thread.frames[i].text : function_of(thread.frames[i].text));
+    if (at + 4 < last) chain += " ← …";
+    if (at + 4 <= last) chain += " ← " + thread.frames[last].text;
+    Evidence summary;
+    summary.text = printable_line(chain, 0, 600);
+    f.evidence.push_back(summary);
+    fresh.push_back(findings.size() - 1);
+  }
 }
 
 // Gives waiting first occurrences the lines after them that this segment holds.
@@ -586,53 +741,84 @@ void Scanner::State::update_tail(std::string_view data, u64 first_line, size_t k
   while (tail.size() > std::max<size_t>(kTailLines, options.context)) tail.pop_front();
 }
 
-// End-of-log rules: the last non-blank line matches an at_end signature of a
-// rule, possibly preceded by more lines of the same rule's at_end signatures.
+// End-of-log rules: the log ends with lines of a rule's at_end signatures —
+// its own, or those of the rules it explains (Megatron's "compiling and
+// loading fused kernels ..." followed by the build's own progress lines,
+// which a stalled build lock leaves last) — and one of them is its own.
 void Scanner::State::evaluate_at_end() {
   if (m.at_end.empty()) return;
-  auto it = tail.rbegin();
-  while (it != tail.rend() && blank(it->text)) ++it;
-  if (it == tail.rend()) return;
+  // A stall interrupted (Ctrl-C, a launcher's SIGINT) ends the log with the
+  // interrupt's traceback, or with its beginning when the paste stops there:
+  // the stall line is then the last line before it.
+  auto last = tail.rbegin();
+  {
+    auto it = tail.rbegin();
+    while (it != tail.rend() && blank(it->text)) ++it;
+    bool interrupt = false;
+    if (it != tail.rend()) {
+      std::string_view t = it->text;
+      t.remove_prefix(rank_prefix_length(t));
+      while (!t.empty() && (t.back() == '\r' || t.back() == ' ')) t.remove_suffix(1);
+      interrupt = t == "KeyboardInterrupt" || t.ends_with(": KeyboardInterrupt");
+      if (interrupt) ++it;
+    }
+    // Frames and their source lines, up to the traceback's header.
+    for (; it != tail.rend(); ++it) {
+      std::string_view t = it->text;
+      t.remove_prefix(rank_prefix_length(t));
+      if (t.find("Traceback (most recent call last):") != std::string_view::npos) {
+        last = std::next(it);
+        break;
+      }
+      if (t.empty() || (t.front() != ' ' && t.front() != '\t')) break;  // not inside a traceback
+    }
+  }
   std::vector<std::string> captures;
   std::vector<const rules::Rule*> done;
-  for (u32 index : m.at_end) {
-    const CompiledPattern& cp = m.patterns[index];
-    if (std::find(done.begin(), done.end(), cp.rule) != done.end()) continue;
-    size_t focus = confirm(cp, it->text, captures);
-    if (focus == std::string_view::npos) continue;
-    done.push_back(cp.rule);
-    // Walk back over earlier lines of the same rule's stall signatures.
+  for (u32 first : m.at_end) {
+    const rules::Rule* rule = m.patterns[first].rule;
+    if (std::find(done.begin(), done.end(), rule) != done.end()) continue;
+    done.push_back(rule);
     struct ChainLine {
       const TailLine* line;
       const CompiledPattern* p;
       std::vector<std::string> captures;
       size_t focus;
     };
-    std::vector<ChainLine> chain{{&*it, &cp, captures, focus}};
-    for (auto back = std::next(it); back != tail.rend(); ++back) {
+    std::vector<ChainLine> chain;  // from the last line back
+    bool own = false;
+    for (auto back = last; back != tail.rend(); ++back) {
       if (blank(back->text)) continue;
-      bool matched = false;
-      for (u32 other : m.at_end) {
-        const CompiledPattern& op = m.patterns[other];
-        if (op.rule != cp.rule) continue;
-        size_t f = confirm(op, back->text, captures);
-        if (f == std::string_view::npos) continue;
-        chain.push_back({&*back, &op, captures, f});
-        matched = true;
-        break;
-      }
-      if (!matched) break;
+      const CompiledPattern* hit = nullptr;
+      size_t focus = std::string_view::npos;
+      // Its own signatures first, then those of the rules it explains.
+      for (int pass = 0; pass < 2 && !hit; pass++)
+        for (u32 index : m.at_end) {
+          const CompiledPattern& op = m.patterns[index];
+          if (pass == 0 ? op.rule != rule : !rule->explains(op.rule->id)) continue;
+          focus = confirm(op, back->text, captures);
+          if (focus == std::string_view::npos) continue;
+          hit = &op;
+          break;
+        }
+      if (!hit) break;
+      own = own || hit->rule == rule;
+      chain.push_back({&*back, hit, captures, focus});
     }
-    // The message comes from the earliest line of the chain that has one.
-    const ChainLine* lead = &chain.front();
-    for (auto c = chain.rbegin(); c != chain.rend(); ++c)
-      if (!c->p->signature->message.empty()) {
+    if (!own) continue;
+    // The message comes from the earliest line of the chain that has one of
+    // the rule's own messages; the finding is recorded at its last own line.
+    const ChainLine* lead = nullptr;
+    const ChainLine* last_own = nullptr;
+    for (auto c = chain.rbegin(); c != chain.rend(); ++c) {
+      if (c->p->rule != rule) continue;
+      if (!lead || (lead->p->signature->message.empty() && !c->p->signature->message.empty()))
         lead = &*c;
-        break;
-      }
-    LogFinding& lf = record(*cp.rule, *lead->p->signature, lead->p->signature_index, lead->captures,
-                            chain.front().line->text, chain.front().line->number,
-                            chain.front().focus, {}, 0, true);
+      last_own = &*c;
+    }
+    LogFinding& lf =
+        record(*rule, *lead->p->signature, lead->p->signature_index, lead->captures,
+               last_own->line->text, last_own->line->number, last_own->focus, {}, 0, true);
     if (lf.count == 1 && chain.size() > 1) {
       Finding& f = lf.finding;
       f.evidence.clear();
@@ -704,6 +890,7 @@ void Scanner::finish() {
     s.carry.clear();
   }
   s.finished = true;
+  if (s.stack_reader) s.stack_reader->end(true);
   if (s.stall_reported_at != s.bytes)
     s.evaluate_at_end();  // unless --follow already reported this end
   s.close_pending(s.newlines, true);
