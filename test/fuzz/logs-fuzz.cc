@@ -2,11 +2,14 @@
 // knowledge base's matcher, the input fed in pieces whose sizes the input
 // chooses, with context lines, then end of input. Nothing may crash or read
 // out of bounds, evidence must be printable (no raw control bytes), and the
-// findings must not depend on how the input was split.
+// findings must not depend on how the input was split. Incidents must hold
+// every finding exactly once.
 //
 // Corpus (test/fuzz/corpus/logs/): log excerpts with ANSI colour, '\r'
 // progress bars, NUL bytes and invalid UTF-8, rank prefixes, and the
-// examples of rules that have follow-up and end-of-log signatures.
+// examples of rules that have follow-up and end-of-log signatures, stack
+// dumps of every format and envelopes around causes.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -53,5 +56,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   split.finish();
   if (digest(whole) != digest(split)) abort();
   if (whole.lines() != split.lines()) abort();
+
+  std::vector<const Finding*> findings;
+  for (const logs::LogFinding* f : whole.findings()) findings.push_back(&f->finding);
+  std::vector<const Finding*> seen;
+  for (const rules::Incident& inc : rules::group_incidents(findings, rules::RuleSet::builtin())) {
+    seen.push_back(inc.cause);
+    seen.insert(seen.end(), inc.also.begin(), inc.also.end());
+    seen.insert(seen.end(), inc.context.begin(), inc.context.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  std::sort(findings.begin(), findings.end());
+  if (seen != findings) abort();
   return 0;
 }
