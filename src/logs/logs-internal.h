@@ -14,6 +14,8 @@
 
 namespace mld::logs {
 
+struct StackTrigger;
+
 // One compiled pattern: a signature's own pattern, or its followed_by, or a
 // line that may start a stack dump (rule and signature null).
 struct CompiledPattern {
@@ -22,7 +24,7 @@ struct CompiledPattern {
   bool follow_up = false;   // the signature's followed_by pattern
   u32 signature_index = 0;  // index into Matcher::Impl::signatures
   pcre2_code* code = nullptr;
-  const std::string* stack_trigger = nullptr;  // stack_dump_triggers() entry
+  const StackTrigger* stack_trigger = nullptr;  // stack_dump_triggers() entry
 };
 
 // A rule's stack signature, compiled.
@@ -51,6 +53,9 @@ struct Matcher::Impl {
   std::vector<std::string> hs_exprs;
   std::vector<unsigned> hs_flags;
   std::vector<std::vector<u32>> hs_groups;
+  // Per expression: it only matches frame lines of stack dumps (a match
+  // counts when the next line can continue a dump).
+  std::vector<u8> hs_frame_trigger;
   u64 fingerprint = 0;
   std::string loaded_target;  // precompiled target in use, or empty
 
@@ -75,9 +80,22 @@ u64 count_newlines(std::string_view data);
 
 // ─── stacks.cc ──────────────────────────────────────────────────────────────
 
-// The patterns of lines that may start a stack dump (compiled with the
-// signatures when any rule has stack signatures; StackReader confirms).
-const std::vector<std::string>& stack_dump_triggers();
+// A line that may start a stack dump (compiled with the signatures when any
+// rule has stack signatures; StackReader confirms): a dump's header, or one
+// of its frames (an excerpt may start mid-dump).
+struct StackTrigger {
+  std::string pattern;
+  bool header = false;
+};
+const std::vector<StackTrigger>& stack_dump_triggers();
+
+// Whether `line` can follow the first line of a dump (an indented frame or
+// source line, a frame, a thread header, an exception line): a cheap test
+// that spares the reader lone frame lines a logger printed among others.
+bool may_continue_dump(std::string_view line);
+// The same for a frame line `frame` (the trigger) and the line after it: a
+// traceback frame needs its indented source line (or an exception) next.
+bool frame_continues(std::string_view frame, std::string_view next);
 
 // Length of a launcher's rank prefix at the start of `line` ("[rank3]:",
 // "[default3]:", "rank3:", "3: ", "[1,3]<stdout>:"), 0 when none.
@@ -142,6 +160,7 @@ class StackReader {
   u32 blanks_ = 0;
   bool interrupted_ = false;  // a traceback of this dump ended in an interrupt
   bool crashed_ = false;      // faulthandler reports a crash ("Fatal Python error:")
+  u32 threads_seen_ = 0;      // threads completed in this dump
   LineKind last_ = LineKind::Other;
   StackThread thread_;
 };

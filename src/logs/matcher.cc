@@ -94,7 +94,7 @@ void Matcher::Impl::collect_expressions() {
   for (u32 i = 0; i < patterns.size(); i++) {
     const CompiledPattern& p = patterns[i];
     if (p.signature && p.signature->at_end) continue;
-    std::string expr = p.stack_trigger ? *p.stack_trigger
+    std::string expr = p.stack_trigger ? p.stack_trigger->pattern
                        : p.follow_up   ? p.signature->followed_by
                                        : p.signature->pattern;
     unsigned flags =
@@ -104,8 +104,10 @@ void Matcher::Impl::collect_expressions() {
       hs_exprs.push_back(expr);
       hs_flags.push_back(flags);
       hs_groups.emplace_back();
+      hs_frame_trigger.push_back(1);
     }
     hs_groups[it->second].push_back(i);
+    if (!p.stack_trigger || p.stack_trigger->header) hs_frame_trigger[it->second] = 0;
   }
   fingerprint = 14695981039346656037ull;
   for (size_t i = 0; i < hs_exprs.size(); i++) {
@@ -138,6 +140,7 @@ bool Matcher::Impl::compile_block(std::vector<rules::RuleError>& errors) {
     hs_exprs.erase(hs_exprs.begin() + bad);
     hs_flags.erase(hs_flags.begin() + bad);
     hs_groups.erase(hs_groups.begin() + bad);
+    hs_frame_trigger.erase(hs_frame_trigger.begin() + bad);
   }
   return true;
 }
@@ -208,9 +211,9 @@ std::shared_ptr<const Matcher> Matcher::compile(const rules::RuleSet& rule_set,
   }
   // Lines that may start a stack dump, scanned only when a rule reads dumps.
   if (!impl.stacks.empty())
-    for (const std::string& trigger : stack_dump_triggers()) {
+    for (const StackTrigger& trigger : stack_dump_triggers()) {
       std::string error;
-      pcre2_code* code = compile_pcre2(trigger, false, &error);
+      pcre2_code* code = compile_pcre2(trigger.pattern, false, &error);
       if (!code) {
         errors.push_back({"stack-dump trigger", error});
         continue;

@@ -67,6 +67,7 @@ struct HitCollector {
   u64 base = 0;                   // offset of data[0] in Vectorscan's coordinates
   std::vector<u64> next_newline;  // per pattern: where its current line ends
   std::vector<RawMatch>* raw = nullptr;
+  const std::vector<u8>* frame_trigger = nullptr;  // Matcher::Impl::hs_frame_trigger
 
   static int on_match(unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
     auto* c = static_cast<HitCollector*>(ctx);
@@ -78,6 +79,23 @@ struct HitCollector {
     c->next_newline[id] =
         c->base +
         (nl ? static_cast<u64>(static_cast<const char*>(nl) - c->data.data()) + 1 : c->data.size());
+    // A frame line whose next line cannot continue a dump starts none: a
+    // logger's lone "File ..." line is dropped here, on the scanning thread.
+    if (c->frame_trigger && (*c->frame_trigger)[id] && nl) {
+      const void* before = p ? memrchr(c->data.data(), '\n', p) : nullptr;
+      const char* here = before ? static_cast<const char*>(before) + 1 : c->data.data();
+      std::string_view line(here, static_cast<size_t>(static_cast<const char*>(nl) - here));
+      const char* next = static_cast<const char*>(nl) + 1;
+      const char* end = c->data.data() + c->data.size();
+      if (next < end) {
+        // Its first bytes say enough (a prefix, an indent, a first token).
+        const size_t look = std::min<size_t>(static_cast<size_t>(end - next), 160);
+        const void* nl2 = std::memchr(next, '\n', look);
+        const char* stop = nl2 ? static_cast<const char*>(nl2) : next + look;
+        if (!frame_continues(line, std::string_view(next, static_cast<size_t>(stop - next))))
+          return 0;
+      }
+    }
     c->raw->push_back({id, rel});
     return 0;
   }
@@ -98,7 +116,7 @@ void prepare_lines(const Matcher::Impl& m, hs_scratch_t* scratch, std::string_vi
   strip_if_needed(input, c);
   c.raw.clear();
   if (m.db && !c.data.empty()) {
-    HitCollector hc{c.data, 0, std::vector<u64>(m.hs_exprs.size(), 0), &c.raw};
+    HitCollector hc{c.data, 0, std::vector<u64>(m.hs_exprs.size(), 0), &c.raw, &m.hs_frame_trigger};
     for (size_t off = 0; off < c.data.size();) {  // hs_scan takes at most 4 GiB; cut at a newline
       size_t len = std::min<size_t>(c.data.size() - off, size_t{1} << 31);
       if (off + len < c.data.size()) {
@@ -279,7 +297,7 @@ struct Scanner::State {
         line_stream_base = 0;
         stream_next_newline.assign(m.hs_exprs.size(), 0);
       }
-      HitCollector hc{c.data, line_stream_base, std::move(stream_next_newline), &c.raw};
+      HitCollector hc{c.data, line_stream_base, std::move(stream_next_newline), &c.raw, nullptr};
       hs_error_t rc =
           hs_scan_stream(line_stream, c.data.data(), static_cast<unsigned>(c.data.size()), 0,
                          stream_scratch, HitCollector::on_match, &hc);
@@ -618,11 +636,11 @@ void Scanner::State::on_stack_thread(const StackThread& thread) {
     Evidence e;
     e.file = options.source;
     e.line = hit.line;
-    e.text = hit.raw;
+    e.text = printable_line(hit.raw, 0);
     f.evidence.push_back(e);
     if (caller < thread.frames.size() && caller != at) {
       e.line = thread.frames[caller].line;
-      e.text = thread.frames[caller].raw;
+      e.text = printable_line(thread.frames[caller].raw, 0);
       f.evidence.push_back(e);
     }
     // The thread at a glance: the wait, its callers, the entry point.

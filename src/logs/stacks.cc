@@ -57,7 +57,7 @@ std::string clip(std::string_view s, size_t n) { return std::string(s.substr(0, 
 
 std::string normalise_path(std::string_view path) {
   std::string out(path);
-  std::replace(out.begin(), out.end(), '\\', '/');
+  if (out.find('\\') != std::string::npos) std::replace(out.begin(), out.end(), '\\', '/');
   return out;
 }
 
@@ -168,7 +168,8 @@ bool is_thread_header(std::string_view t) {
          rest.starts_with("(process ");
 }
 
-// The line that ends a traceback: "KeyboardInterrupt", "torch.x.Error: ...".
+// The line that ends a traceback: "KeyboardInterrupt", "torch.x.Error: ...";
+// `name` (when not null) receives the class.
 bool is_exception_line(std::string_view t, std::string* name) {
   if (t.empty() || is_space(t.front())) return false;
   size_t i = 0;
@@ -178,7 +179,14 @@ bool is_exception_line(std::string_view t, std::string* name) {
   if (i == 0 || std::isdigit(static_cast<unsigned char>(t[0]))) return false;
   std::string_view rest = rtrim(t.substr(i));
   if (!rest.empty() && rest.front() != ':') return false;
-  *name = std::string(t.substr(0, i));
+  // A class name: its last dotted component starts with a capital
+  // ("KeyboardInterrupt", "torch.distributed.DistBackendError"), which a
+  // logger's "host:pid" or "step:" prefix does not.
+  std::string_view path = t.substr(0, i);
+  size_t dot = path.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? path : path.substr(dot + 1);
+  if (last.empty() || !std::isupper(static_cast<unsigned char>(last.front()))) return false;
+  if (name) *name = std::string(path);
   return true;
 }
 
@@ -198,6 +206,37 @@ bool interrupt(std::string_view exception) {
 }
 
 }  // namespace
+
+size_t indent_of(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) i++;
+  return i;
+}
+
+bool frame_continues(std::string_view frame, std::string_view next) {
+  frame.remove_prefix(rank_prefix_length(frame));
+  // A traceback frame ("File ..., line N, in f") is followed by its source
+  // line, indented deeper, unless Python had no source for it (a frozen
+  // module); a logger's lone frame line is not.
+  size_t at = frame.find("File \"");
+  if (at != std::string_view::npos && frame.find(", in ", at) != std::string_view::npos &&
+      frame.find("<frozen ") == std::string_view::npos) {
+    std::string_view n = next.substr(rank_prefix_length(next));
+    if (indent_of(n) > indent_of(frame) && indent_of(n) < n.size()) return true;
+    return is_exception_line(n, nullptr) || n.starts_with("Traceback (most recent call last):");
+  }
+  return may_continue_dump(next);
+}
+
+bool may_continue_dump(std::string_view line) {
+  line.remove_prefix(rank_prefix_length(line));
+  if (line.empty()) return true;  // a blank line inside a dump
+  char c = line.front();
+  if (c == ' ' || c == '\t' || c == '#') return true;
+  for (std::string_view start : {"File \"", "Thread ", "Current thread", "Traceback", "Stack ("})
+    if (line.starts_with(start)) return true;
+  return is_exception_line(line, nullptr);
+}
 
 size_t rank_prefix_length(std::string_view line) {
   size_t i = 0;
@@ -232,20 +271,21 @@ size_t rank_prefix_length(std::string_view line) {
   return 0;
 }
 
-const std::vector<std::string>& stack_dump_triggers() {
-  // Lines that can start a dump; the reader confirms them. Long literals
-  // first: these run over every byte of every log.
-  static const std::vector<std::string> triggers = {
-      R"(Traceback \(most recent call last\):)",
-      R"(Fatal Python error: )",
-      R"(^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!)",
-      R"(\(most recent call first\):)",
-      R"(File "[^"\n]*", line \d+,? in )",
-      R"(Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|gil|Thread 0x|LWP ))",
-      R"(^[ \t]+\S[^\n]* \([^()\n ]*\.py:\d+\)[ \t\r]*$)",
-      R"(^[ \t]+\S[^\n]* \(lib[^()\n ]*\.so[.\d]*\)[ \t\r]*$)",
-      R"(^#\d+ +0x[0-9a-f]+ in )",
-      R"(^#0 +\w)",
+const std::vector<StackTrigger>& stack_dump_triggers() {
+  // Lines that can start a dump; the reader confirms them. These run over
+  // every byte of every log: literals are what Vectorscan finds cheapest.
+  // A frame line starts a dump only when the line after it can continue one
+  // (may_continue_dump), checked where the match is found.
+  static const std::vector<StackTrigger> triggers = {
+      {R"(Traceback \(most recent call last\):)", true},
+      {R"(Fatal Python error: )", true},
+      {R"(^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!)", true},
+      {R"(\(most recent call first\):)", true},
+      {R"(Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|gil|Thread 0x|LWP ))", true},
+      {R"(File ")", false},
+      {R"(^[ \t]+\S[^\n]* \(lib[^()\n ]*\.so[.\d]*\)[ \t\r]*$)", false},
+      {R"(^#\d+ +0x[0-9a-f]+ in )", false},
+      {R"(^#0 +\w)", false},
   };
   return triggers;
 }
@@ -281,6 +321,7 @@ StackReader::LineKind StackReader::classify(std::string_view t, std::string* tex
 
 void StackReader::finish_thread(bool cut) {
   if (!thread_.frames.empty()) {
+    threads_seen_++;
     if (thread_.format == StackFormat::Traceback) {
       std::reverse(thread_.frames.begin(), thread_.frames.end());  // innermost first
       // Interrupted, or cut off by the end of the log while in a blocking
@@ -309,6 +350,7 @@ void StackReader::start(std::string_view prefix) {
   blanks_ = 0;
   interrupted_ = false;
   crashed_ = false;
+  threads_seen_ = 0;
   last_ = LineKind::Other;
   thread_ = StackThread{};
   thread_.prefix = std::string(prefix);
@@ -343,8 +385,7 @@ bool StackReader::feed(std::string_view line, u64 number, bool first) {
     if (!thread_.frames.empty() && thread_.format != format) finish_thread(false);
     if (thread_.frames.empty()) thread_.format = format;
     if (thread_.frames.size() < kMaxFrames)
-      thread_.frames.push_back(
-          {std::move(text), number, printable_line(line, 0, kMaxEvidenceText), {}});
+      thread_.frames.push_back({std::move(text), number, clip(line, kMaxEvidenceText), {}});
     else
       thread_.truncated = true;
   };
@@ -417,7 +458,11 @@ bool StackReader::feed(std::string_view line, u64 number, bool first) {
 // SpawnProcess-3:" line printed into a traceback by another process), then
 // the dump ends.
 bool StackReader::give_up_or_skip(LineKind kind) {
-  if (++foreign_ > kMaxForeignLines) {
+  // A lone frame line with no header is not yet a dump: it ends at the first
+  // line that does not belong (a frame printed by a logger, a warning's
+  // source line).
+  const bool established = !thread_.name.empty() || thread_.frames.size() >= 2 || threads_seen_ > 0;
+  if (++foreign_ > (established ? kMaxForeignLines : 0)) {
     end(false);
     return false;
   }
