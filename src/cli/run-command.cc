@@ -107,6 +107,8 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
       (stream == 1 ? *out_scan : *err_scan).feed(data);
     };
   }
+  // The memory cgroup's OOM kills and the clock, to explain a death.
+  const run::DeathBaseline death_baseline = run::death_baseline(host);
   run::LaunchResult lr;
   if (shims) {
     lr = run::launch(host, lo);
@@ -134,6 +136,17 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   ctx.not_traced_reasons = lr.not_traced_reasons;
   ctx.child_pid = lr.started ? lr.pid : 0;
   ctx.rules = full_rules ? &rule_set : nullptr;
+  // Killed by a signal the kernel or another process sends for a reason the
+  // machine records (not the ones a user sends to stop a job).
+  std::optional<detect::DeathFacts> death;
+  const int sig = lr.status.code;
+  if (lr.started && lr.status.known && lr.status.signaled && !lr.killed_on_hang &&
+      (sig == SIGKILL || sig == SIGBUS || sig == SIGILL || sig == SIGSEGV)) {
+    std::vector<long> pids;
+    for (const auto& [pid, p] : trace.processes) pids.push_back(pid);
+    death = run::gather_death(host, death_baseline, lr.status, lr.pid, pids, lr.peak_rss_bytes);
+    ctx.death = &*death;
+  }
   run::analyse(trace, ctx, found);
   // dlerror texts through the log rules: the knowledge base's explanations
   // of "cannot open shared object file", "version `GLIBCXX_…' not found".

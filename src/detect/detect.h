@@ -191,6 +191,31 @@ struct TraceCoverage {
   std::vector<std::string> not_traced_reasons;
 };
 
+// How the command `run` started died of a signal, and what the machine
+// recorded about it (run/death.cc): the memory cgroup's OOM kills, the
+// kernel log's lines about the job's processes, /dev/shm, the CPU's
+// instruction-set features. Each optional is unknown when it could not be
+// read, and the note says why.
+struct DeathFacts {
+  long pid = 0;
+  int signal = 0;  // SIGKILL, SIGBUS, SIGILL...
+  bool core_dumped = false;
+  std::vector<long> job_pids;             // the processes of the job that were seen
+  std::optional<u64> peak_rss_bytes;      // the largest RSS of the job's processes
+  std::string memory_cgroup;              // the cgroup the job ran in ("/slurm/job_12")
+  std::optional<u64> oom_kills_before;    // its oom_kill count when the job started
+  std::optional<u64> oom_kills_after;     // and when it ended
+  std::optional<u64> memory_limit;        // bytes; nullopt: no limit or unknown
+  std::optional<u64> memory_peak;         // the cgroup's peak usage, bytes
+  std::string cgroup_note;                // why the cgroup's counters are missing
+  std::vector<std::string> kernel_lines;  // the kernel log about the job since it started
+  std::string kernel_note;                // why the kernel log was not read
+  std::optional<u64> shm_size, shm_free;  // /dev/shm when the job ended, bytes
+  std::string cpu_model;                  // "Intel(R) Xeon(R) Gold 6348"
+  std::string cpu_level;                  // "x86-64-v4"
+  std::vector<std::string> cpu_lacks;     // ISA extensions wheels use that the CPU lacks
+};
+
 // A job that stopped making progress, as `run`'s watchdog read it from /proc
 // while it hung: each process's threads (where they wait, their native
 // stacks), open files, sockets and file locks.
@@ -273,7 +298,8 @@ struct Facts {
   // read (jit is then absent).
   const jit::JitReport* jit = nullptr;
   std::optional<std::string> jit_error;
-  const HangSample* hang = nullptr;  // a job that stopped making progress
+  const HangSample* hang = nullptr;   // a job that stopped making progress
+  const DeathFacts* death = nullptr;  // the command died of a signal
 };
 
 using Detections = std::vector<Detection>;

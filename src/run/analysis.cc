@@ -240,6 +240,12 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
          detect::findings(detect::run_detectors(facts), ctx.rules ? *ctx.rules : rules::RuleSet()))
       sink.add(std::move(f));
   };
+  // How the command died, first: it is what the user asks.
+  if (ctx.death) {
+    detect::Facts death;
+    death.death = ctx.death;
+    report(death);
+  }
   detect::Facts own, shared;
   for (const auto& [pid, p] : trace.processes) {
     own.thread_counts.push_back(thread_count_facts(p));

@@ -483,6 +483,11 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   forward_to.store(0);
   restore_signals();
   r.seconds = now_seconds() - start;
+  if (reaped) {
+    rusage usage{};
+    if (getrusage(RUSAGE_CHILDREN, &usage) == 0 && usage.ru_maxrss > 0)
+      r.peak_rss_bytes = static_cast<u64>(usage.ru_maxrss) * 1024u;
+  }
   r.status.known = reaped;
   if (!reaped) {
     r.status.code = 1;  // never a made-up success

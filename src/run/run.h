@@ -149,6 +149,8 @@ struct AnalysisContext {
   // The rules findings take their severity and text from (--rules-dir);
   // null: the builtin rules.
   const rules::RuleSet* rules = nullptr;
+  // The command died of a signal: what the machine recorded (gather_death).
+  const detect::DeathFacts* death = nullptr;
 };
 
 // Findings of a finished (or hung) job, from the facts of its trace through
@@ -213,6 +215,29 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   const rules::RuleSet* rules, FindingSink& sink);
 
+// ─── death.cc ───────────────────────────────────────────────────────────────
+
+// What is read before the job starts, to compare with after it died.
+struct DeathBaseline {
+  std::string cgroup_path;  // the memory cgroup ("/process_api/abc"), "" when none
+  std::string cgroup_dir;   // its directory under /sys/fs/cgroup
+  std::optional<u64> oom_kills;
+  u64 started_usec = 0;  // CLOCK_MONOTONIC, for the kernel log's timestamps
+};
+DeathBaseline death_baseline(const host::Host& host);
+
+// The kernel log's messages since `since_usec` that name one of `pids`
+// (/dev/kmsg; empty with *note set when it cannot be read).
+std::vector<std::string> kernel_log_since(const host::Host& host, u64 since_usec,
+                                          const std::vector<long>& pids, std::string* note);
+
+// The facts of a command that died of a signal (`status.signaled`): its
+// memory cgroup's OOM kills since `baseline`, the kernel log about the job's
+// processes, /dev/shm, the CPU's instruction-set extensions.
+detect::DeathFacts gather_death(const host::Host& host, const DeathBaseline& baseline,
+                                const ExitStatus& status, long pid, std::vector<long> job_pids,
+                                std::optional<u64> peak_rss_bytes);
+
 // ─── launch.cc ──────────────────────────────────────────────────────────────
 
 struct LaunchOptions {
@@ -238,6 +263,9 @@ struct LaunchResult {
   long pid = 0;          // the child
   std::string error;     // why it did not start
   double seconds = 0;
+  // The largest resident set of the job's processes (getrusage of the
+  // children mldoctor waited for, and theirs), when known.
+  std::optional<u64> peak_rss_bytes;
   std::vector<HangSample> hangs;
   bool killed_on_hang = false;
   std::vector<std::string> not_traced_reasons;  // static binary, setuid, ...
