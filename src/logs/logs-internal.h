@@ -161,6 +161,8 @@ class StackReader {
   bool interrupted_ = false;  // a traceback of this dump ended in an interrupt
   bool crashed_ = false;      // faulthandler reports a crash ("Fatal Python error:")
   u32 threads_seen_ = 0;      // threads completed in this dump
+  bool tentative_ = false;    // opened by a frame line the next line must confirm
+  std::string tentative_line_;
   LineKind last_ = LineKind::Other;
   StackThread thread_;
 };

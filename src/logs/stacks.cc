@@ -351,12 +351,25 @@ void StackReader::start(std::string_view prefix) {
   interrupted_ = false;
   crashed_ = false;
   threads_seen_ = 0;
+  tentative_ = false;
   last_ = LineKind::Other;
   thread_ = StackThread{};
   thread_.prefix = std::string(prefix);
 }
 
 bool StackReader::feed(std::string_view line, u64 number, bool first) {
+  // A dump opened by a frame line (no header) holds only when the very next
+  // line continues it (frame_continues, the test the scanning threads apply
+  // to triggers where they can see the next line): the same answer however
+  // the input was split.
+  if (!first && tentative_) {
+    tentative_ = false;
+    if (!frame_continues(tentative_line_, line)) {
+      thread_ = StackThread{};
+      active_ = false;
+      return false;
+    }
+  }
   size_t plen = rank_prefix_length(line);
   std::string_view prefix = line.substr(0, plen);
   std::string_view t = line.substr(plen);
@@ -379,6 +392,11 @@ bool StackReader::feed(std::string_view line, u64 number, bool first) {
        kind == LineKind::Chatter)) {
     active_ = false;  // a trigger the line's format does not confirm
     return false;
+  }
+  if (first && (kind == LineKind::TracebackFrame || kind == LineKind::FaultFrame ||
+                kind == LineKind::PySpyFrame || kind == LineKind::GdbFrame)) {
+    tentative_ = true;
+    tentative_line_ = std::string(line.substr(0, 4096));
   }
 
   auto add_frame = [&](StackFormat format) {

@@ -175,8 +175,11 @@ std::vector<LogicalLine> logical_lines(std::string_view src) {
       continue;
     }
     if (c == '\\' && i + 1 < src.size() && (src[i + 1] == '\n' || src[i + 1] == '\r')) {
-      i += src[i + 1] == '\r' && i + 2 < src.size() && src[i + 2] == '\n' ? 3 : 2;
-      line++;
+      // A continuation: "\\\n" or "\\\r\n" (lines are counted by '\n'; a lone
+      // '\r' is blank space here, as everywhere in this scanner).
+      const bool crlf = src[i + 1] == '\r' && i + 2 < src.size() && src[i + 2] == '\n';
+      if (src[i + 1] == '\n' || crlf) line++;
+      i += crlf ? 3 : 2;
       cur.text += ' ';
       continue;
     }

@@ -836,6 +836,10 @@ TEST(PythonImports, BrokenSourceYieldsNothingWrong) {
   EXPECT_EQ(imported("from import x\nfrom 3x import y\nimport 9a\nfrom . import\nimport ok\n"),
             (std::vector<std::string>{". @4", "ok @5"}));
   EXPECT_TRUE(imported("f(\nimport never_closed\n").empty());
+  // A backslash before a lone '\r' is no line break: lines count '\n' only
+  // (found by python-imports-fuzz).
+  EXPECT_EQ(imported("import a \\\r, b\nimport c\n"),
+            (std::vector<std::string>{"a @1", "b @1", "c @2"}));
 }
 
 // The walk: other packages where they are imported, own extension modules
