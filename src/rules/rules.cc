@@ -4,12 +4,14 @@
 // act on, and ids are API, so their shape is fixed.
 #include "rules/rules.h"
 
+#include <cxxabi.h>
 #include <dirent.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -510,10 +512,37 @@ RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& e
   return s;
 }
 
+std::string demangled(const std::string& symbol) {
+  // Itanium C++ ABI names ("_ZN3c104cuda9SetDeviceEi"), as libstdc++'s
+  // demangler reads them; anything else unchanged.
+  if (!symbol.starts_with("_Z")) return symbol;
+  int status = 0;
+  char* text = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !text) {
+    std::free(text);
+    return symbol;
+  }
+  std::string out(text);
+  std::free(text);
+  return out;
+}
+
 std::string render_template(std::string_view tmpl, const std::vector<std::string>& captures) {
   std::string out;
   out.reserve(tmpl.size() + 32);
   for (size_t i = 0; i < tmpl.size(); i++) {
+    // "{N:demangled}": the capture as C++ source spells it, then as written.
+    static constexpr std::string_view kDemangled = ":demangled}";
+    if (tmpl[i] == '{' && i + 1 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9' &&
+        tmpl.substr(i + 2, kDemangled.size()) == kDemangled) {
+      size_t n = static_cast<size_t>(tmpl[i + 1] - '0');
+      if (n < captures.size()) {
+        std::string d = demangled(captures[n]);
+        out += d == captures[n] ? d : d + " (" + captures[n] + ")";
+        i += 1 + kDemangled.size();
+        continue;
+      }
+    }
     if (tmpl[i] == '{' && i + 2 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9' &&
         tmpl[i + 2] == '}') {
       size_t n = static_cast<size_t>(tmpl[i + 1] - '0');

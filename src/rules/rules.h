@@ -170,7 +170,13 @@ void complete_from_rule(Finding& f, const RuleSet& rules);
 // the code block that follows a paragraph ending in ':' joined by "; ".
 std::string one_line_fix(std::string_view text);
 
-// Substitutes {N} in `tmpl` with captures[N] (N = 0..9); unknown stays as is.
+// A mangled C++ name (Itanium ABI, "_ZN3c104cuda9SetDeviceEi") as source
+// spells it ("c10::cuda::SetDevice(int)"); anything else unchanged.
+std::string demangled(const std::string& symbol);
+
+// Substitutes {N} in `tmpl` with captures[N] (N = 0..9), and {N:demangled}
+// with the capture demangled, the mangled form after it in parentheses
+// ("c10::cuda::SetDevice(int) (_ZN3c104cuda9SetDeviceEi)"); unknown stays as is.
 std::string render_template(std::string_view tmpl, const std::vector<std::string>& captures);
 
 }  // namespace mld::rules

@@ -77,6 +77,17 @@ TEST(BuiltinRules, ExamplesMatchTheirRuleAndNegativesMatchNothing) {
   std::printf("checked %zu positive and %zu negative examples\n", positives, negatives);
 }
 
+TEST(RuleTemplates, CapturesAndDemangledNames) {
+  std::vector<std::string> caps = {"all", "libx.so", "_ZN3c104cuda9SetDeviceEi", "plain_c_name",
+                                   "_Zgarbage"};
+  EXPECT_EQ(rules::render_template("{1} needs {2:demangled}", caps),
+            "libx.so needs c10::cuda::SetDevice(int) (_ZN3c104cuda9SetDeviceEi)");
+  // Names that are not mangled, or do not demangle, stay as written.
+  EXPECT_EQ(rules::render_template("{3:demangled} {4:demangled}", caps), "plain_c_name _Zgarbage");
+  // Unknown groups and unknown filters are left as they are.
+  EXPECT_EQ(rules::render_template("{7} {1:upper}", caps), "{7} {1:upper}");
+}
+
 TEST(RuleParser, ReportsEveryProblem) {
   std::vector<rules::RuleError> errors;
   auto r = rules::parse_rule(R"(
