@@ -29,7 +29,8 @@ constexpr size_t kTailLineBytes = 4096;
 
 struct RawMatch {
   u32 id;
-  u64 end;  // segment-relative, one past the match
+  u64 end;       // segment-relative, one past the match
+  u64 line = 0;  // newlines in the segment before the line that holds it (number_hits)
 };
 
 struct TailLine {
@@ -96,7 +97,7 @@ struct HitCollector {
           return 0;
       }
     }
-    c->raw->push_back({id, rel});
+    c->raw->push_back({id, rel, 0});
     return 0;
   }
 };
@@ -108,6 +109,29 @@ void strip_if_needed(std::string_view input, Chunk& c) {
     strip_ansi(ByteView(reinterpret_cast<const u8*>(input.data()), input.size()), c.own);
     c.data = c.own;
   }
+}
+
+// Orders a segment's hits and gives each the line it is on, counting the
+// newlines once, in the same pass that counts the segment's: on the scanning
+// thread, not on the one that confirms hits in order.
+void number_hits(Chunk& c) {
+  std::stable_sort(c.raw.begin(), c.raw.end(),
+                   [](const RawMatch& a, const RawMatch& b) { return a.end < b.end; });
+  const std::string_view data = c.data;
+  size_t counted = 0;
+  u64 lines = 0;
+  for (RawMatch& r : c.raw) {
+    size_t p = r.end == 0 ? 0 : static_cast<size_t>(r.end - 1);
+    if (p >= data.size()) p = data.empty() ? 0 : data.size() - 1;
+    size_t before = p == 0 ? std::string_view::npos : data.rfind('\n', p - 1);
+    size_t line_start = before == std::string_view::npos ? 0 : before + 1;
+    if (line_start > counted) {
+      lines += count_newlines(data.substr(counted, line_start - counted));
+      counted = line_start;
+    }
+    r.line = lines;
+  }
+  c.newlines = lines + count_newlines(data.substr(counted));
 }
 
 // Whole lines: block mode, any thread, its own scratch.
@@ -131,11 +155,11 @@ void prepare_lines(const Matcher::Impl& m, hs_scratch_t* scratch, std::string_vi
       hs_error_t rc = hs_scan(m.db, hc.data.data(), static_cast<unsigned>(len), 0, scratch,
                               HitCollector::on_match, &hc);
       if (rc != HS_SUCCESS) throw IoError("Vectorscan: scan failed (" + std::to_string(rc) + ")");
-      for (RawMatch& r : part) c.raw.push_back({r.id, r.end + off});
+      for (RawMatch& r : part) c.raw.push_back({r.id, r.end + off, 0});
       off += len;
     }
   }
-  c.newlines = count_newlines(c.data);
+  number_hits(c);
 }
 
 }  // namespace
@@ -309,7 +333,7 @@ struct Scanner::State {
         line_stream = nullptr;
       }
     }
-    c.newlines = count_newlines(c.data);
+    number_hits(c);
   }
 
   // The sequential path: one segment of whole lines, or a long line's piece.
@@ -459,11 +483,7 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
   std::vector<RawMatch>& raw = c.raw;
   mid_line_at_segment_start = mid_line;
   const u64 first_line = newlines + 1;  // number of the line data[0] belongs to
-  std::stable_sort(raw.begin(), raw.end(),
-                   [](const RawMatch& a, const RawMatch& b) { return a.end < b.end; });
-
-  // Walk the hits in order, one line at a time.
-  size_t counted = 0;
+  // Walk the hits in order (number_hits sorted them), one line at a time.
   u64 line_no = first_line;
   std::vector<std::string> captures;
   struct Candidate {
@@ -481,8 +501,7 @@ void Scanner::State::consume(Chunk& c, bool last_of_block) {
     size_t line_start = before == std::string_view::npos ? 0 : before + 1;
     size_t line_end = data.find('\n', p);
     if (line_end == std::string_view::npos) line_end = data.size();
-    line_no += count_newlines(data.substr(counted, line_start - counted));
-    counted = line_start;
+    line_no = first_line + raw[i].line;
     std::string_view line = data.substr(line_start, line_end - line_start);
 
     // Every hit ending on this line.

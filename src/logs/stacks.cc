@@ -170,13 +170,15 @@ bool is_thread_header(std::string_view t) {
 
 // The line that ends a traceback: "KeyboardInterrupt", "torch.x.Error: ...";
 // `name` (when not null) receives the class.
+bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
 bool is_exception_line(std::string_view t, std::string* name) {
   if (t.empty() || is_space(t.front())) return false;
   size_t i = 0;
-  while (i < t.size() &&
-         (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_' || t[i] == '.'))
-    i++;
-  if (i == 0 || std::isdigit(static_cast<unsigned char>(t[0]))) return false;
+  while (i < t.size() && (ident_char(t[i]) || t[i] == '.')) i++;
+  if (i == 0 || (t[0] >= '0' && t[0] <= '9')) return false;
   std::string_view rest = rtrim(t.substr(i));
   if (!rest.empty() && rest.front() != ':') return false;
   // A class name: its last dotted component starts with a capital
@@ -185,7 +187,7 @@ bool is_exception_line(std::string_view t, std::string* name) {
   std::string_view path = t.substr(0, i);
   size_t dot = path.rfind('.');
   std::string_view last = dot == std::string_view::npos ? path : path.substr(dot + 1);
-  if (last.empty() || !std::isupper(static_cast<unsigned char>(last.front()))) return false;
+  if (last.empty() || last.front() < 'A' || last.front() > 'Z') return false;
   if (name) *name = std::string(path);
   return true;
 }
@@ -239,6 +241,10 @@ bool may_continue_dump(std::string_view line) {
 }
 
 size_t rank_prefix_length(std::string_view line) {
+  // Every prefix starts with '[', "rank" or a digit: most lines leave here.
+  if (line.empty()) return 0;
+  const char c0 = line.front();
+  if (c0 != '[' && c0 != 'r' && (c0 < '0' || c0 > '9')) return 0;
   size_t i = 0;
   auto digits = [&](size_t at) {
     size_t j = at;
