@@ -4,7 +4,9 @@ machine recorded, for real:
 
   * SIGKILL by the kernel's OOM killer: the command runs in a memory cgroup
     of its own (cgroup v1 or v2, created under this process's one) limited to
-    96 MiB, and allocates more. Oracle: the cgroup's own oom_kill counter and
+    512 MiB, and allocates more (mldoctor runs in the cgroup with it, as in a
+    container; the limit leaves a sanitizer build of mldoctor, ~90 MiB, the
+    smaller process, so the OOM killer picks the command). Oracle: the cgroup's own oom_kill counter and
     the kernel log line naming the pid. RUN003 must say "OOM killer", with the
     limit. Where no cgroup can be created here, the command kills itself with
     SIGKILL instead and RUN003 must say the OOM killer did not send it (the
@@ -93,11 +95,11 @@ if parent:
         os.mkdir(cg)
         limit_file = "memory.limit_in_bytes" if kind == "v1" else "memory.max"
         with open(os.path.join(cg, limit_file), "w") as f:
-            f.write(str(96 << 20))
+            f.write(str(512 << 20))
         if kind == "v1" and os.path.exists(os.path.join(cg, "memory.memsw.limit_in_bytes")):
             try:
                 with open(os.path.join(cg, "memory.memsw.limit_in_bytes"), "w") as f:
-                    f.write(str(96 << 20))
+                    f.write(str(512 << 20))
             except OSError:
                 pass
     except OSError as e:
@@ -106,9 +108,9 @@ if parent:
             os.rmdir(cg)
         cg = None
 if cg:
-    print("OOM case: %s memory cgroup %s, limit 96 MiB" % (kind, cg))
+    print("OOM case: %s memory cgroup %s, limit 512 MiB" % (kind, cg))
     events = os.path.join(cg, "memory.oom_control" if kind == "v1" else "memory.events")
-    hog = "a = [bytearray(1 << 20) for _ in range(1024)]\nprint('survived')\n"
+    hog = "a = [bytearray(1 << 20) for _ in range(2048)]\nprint('survived')\n"
     # The shell moves itself into the cgroup, then becomes mldoctor.
     shell = ["sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$0" run -- "$2" -c "$3"',
              MLDOCTOR, cg, PY, hog]
@@ -118,7 +120,7 @@ if cg:
     check(oom_kills >= 1, "oracle: the cgroup counted an OOM kill (oom_kill %d)" % oom_kills)
     check(dies_of(p.returncode, signal.SIGKILL), "run ends killed by SIGKILL like its command "
           "(rc %d)\n%s" % (p.returncode, out[-2000:]))
-    check("RUN003" in out and "OOM killer" in out and "limit 96 MiB" in out,
+    check("RUN003" in out and "OOM killer" in out and "limit 512 MiB" in out,
           "RUN003 names the OOM killer and the limit:\n%s" % out[-3000:])
     check("0 before the job, 1 after" in out, "the cgroup's count before and after is evidence")
     if readable:
