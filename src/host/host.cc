@@ -378,22 +378,10 @@ CpuFeatures Host::cpu_features() const {
   std::optional<std::string> info = read_file("/proc/cpuinfo", 1 << 20);
   if (!info) return f;
   // The first "flags" line describes every CPU well enough for the loader.
-  size_t pos = info->find("\nflags\t");
-  if (pos == std::string::npos) {
+  const std::set<std::string> flags = cpu_flags();
+  if (flags.empty()) {
     f.x86_64_level = 0;
     return f;
-  }
-  size_t colon = info->find(':', pos);
-  size_t end = info->find('\n', colon);
-  std::set<std::string> flags;
-  std::string_view line = std::string_view(*info).substr(colon + 1, end - colon - 1);
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && line[i] == ' ') i++;
-    size_t j = i;
-    while (j < line.size() && line[j] != ' ') j++;
-    if (j > i) flags.emplace(line.substr(i, j - i));
-    i = j;
   }
   auto has = [&](std::initializer_list<const char*> names) {
     for (const char* n : names)
@@ -425,6 +413,99 @@ CpuFeatures Host::cpu_features() const {
       f.platform = "haswell";
   }
   return f;
+}
+
+std::set<std::string> Host::cpu_flags() const {
+  std::set<std::string> flags;
+  std::optional<std::string> info = read_file("/proc/cpuinfo", 1 << 20);
+  if (!info) return flags;
+  size_t pos = info->find("\nflags\t");
+  if (pos == std::string::npos) return flags;
+  size_t colon = info->find(':', pos);
+  if (colon == std::string::npos) return flags;
+  size_t end = info->find('\n', colon);
+  if (end == std::string::npos) end = info->size();
+  std::string_view line = std::string_view(*info).substr(colon + 1, end - colon - 1);
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') i++;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ') j++;
+    if (j > i) flags.emplace(line.substr(i, j - i));
+    i = j;
+  }
+  return flags;
+}
+
+namespace {
+
+// One /dev/kmsg record, "<prio>,<seq>,<usec>,<flags>[,...];<message>\n[ KEY=value\n...]":
+// its timestamp and the message's first line; false when it is no record.
+bool parse_kmsg_record(std::string_view r, Host::KernelRecord& out) {
+  size_t semi = r.find(';');
+  if (semi == std::string_view::npos) return false;
+  std::string_view head = r.substr(0, semi);
+  size_t c1 = head.find(',');
+  size_t c2 = c1 == std::string_view::npos ? c1 : head.find(',', c1 + 1);
+  if (c2 == std::string_view::npos) return false;
+  size_t c3 = head.find(',', c2 + 1);
+  std::string_view usec =
+      head.substr(c2 + 1, c3 == std::string_view::npos ? std::string_view::npos : c3 - c2 - 1);
+  if (usec.empty() || usec.size() > 19) return false;
+  u64 v = 0;
+  for (char c : usec) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<u64>(c - '0');
+  }
+  std::string_view msg = r.substr(semi + 1);
+  out.usec = v;
+  out.message = std::string(msg.substr(0, msg.find('\n')));
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<Host::KernelRecord>> Host::kernel_log(u64 since_usec, size_t max,
+                                                                std::string* error) const {
+  std::vector<KernelRecord> out;
+  auto keep = [&](std::string_view r) {
+    KernelRecord rec;
+    if (parse_kmsg_record(r, rec) && rec.usec >= since_usec && out.size() < max)
+      out.push_back(std::move(rec));
+  };
+  if (!is_live_root()) {
+    std::optional<std::string> text = read_file("/dev/kmsg", 64u << 20);
+    if (!text) {
+      if (error) *error = "no dev/kmsg under " + root();
+      return std::nullopt;
+    }
+    for (size_t at = 0; at < text->size();) {
+      size_t end = text->find('\n', at);
+      if (end == std::string::npos) end = text->size();
+      std::string_view line(text->data() + at, end - at);
+      at = end + 1;
+      if (!line.empty() && line.front() != ' ') keep(line);  // " KEY=value" continues a record
+    }
+    return out;
+  }
+  // The live log: one record per read(2), the buffer large enough for any
+  // record (a shorter read fails with EINVAL), EAGAIN at the end.
+  int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (error)
+      *error = std::string("/dev/kmsg: ") + std::strerror(errno) +
+               " (needs root or kernel.dmesg_restrict=0)";
+    return std::nullopt;
+  }
+  std::string record(8192, '\0');
+  for (size_t records = 0; records < 1000000; records++) {
+    ssize_t n = ::read(fd, record.data(), record.size());
+    if (n < 0 && errno == EPIPE) continue;  // overwritten while reading: the next one
+    if (n <= 0) break;
+    keep(std::string_view(record.data(), static_cast<size_t>(n)));
+  }
+  ::close(fd);
+  return out;
 }
 
 std::string join_path(std::string_view dir, std::string_view name) {

@@ -166,6 +166,23 @@ class Host {
 
   // CPU features from /proc/cpuinfo under the root (x86 flags).
   CpuFeatures cpu_features() const;
+  // The flags of /proc/cpuinfo's first "flags" line under the root ("avx2",
+  // "sse4a"...); empty when there is none.
+  std::set<std::string> cpu_flags() const;
+
+  // One record of the kernel log: its timestamp (microseconds since boot)
+  // and its message's first line.
+  struct KernelRecord {
+    u64 usec = 0;
+    std::string message;
+  };
+  // The kernel log's records from `since_usec` on, at most `max` of them:
+  // the live machine's /dev/kmsg (needs CAP_SYSLOG or
+  // kernel.dmesg_restrict=0), under a root a dev/kmsg file holding records
+  // in /dev/kmsg's format, one per line. nullopt with *error set when it
+  // cannot be read.
+  std::optional<std::vector<KernelRecord>> kernel_log(u64 since_usec, size_t max,
+                                                      std::string* error) const;
   // The CPUID answers of the analysed machine: on the live x86 machine the
   // CPU this thread runs on, under a root the dump at kCpuidFile. nullopt
   // with *why set when there is none (not x86, a tree without a dump, a

@@ -9,16 +9,12 @@
 // in libfoo.so"). /dev/shm full explains a SIGBUS; the CPU's instruction-set
 // extensions a SIGILL.
 //
-// Everything is read-only and best effort: an unreadable file leaves its
-// fact unknown, with the reason (the kernel log needs CAP_SYSLOG or
-// kernel.dmesg_restrict=0).
-#include <fcntl.h>
+// Everything is read through the host layer, read-only and best effort: an
+// unreadable file leaves its fact unknown, with the reason (the kernel log
+// needs CAP_SYSLOG or kernel.dmesg_restrict=0).
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include "run/run.h"
@@ -69,11 +65,13 @@ std::string memory_cgroup_dir(const host::Host& host, std::string* path) {
     std::string_view where = line.substr(c2 + 1);
     if (controllers == "memory" || controllers.find("memory,") != std::string_view::npos ||
         controllers.ends_with(",memory")) {
-      for (std::string_view mount : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/memory,cpuset"})
-        if (host.stat(std::string(mount) + "/memory.oom_control").kind == host::FileKind::Regular) {
+      for (std::string_view mount : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/memory,cpuset"}) {
+        std::string dir = std::string(mount) + std::string(where == "/" ? "" : where);
+        if (host.stat(dir + "/memory.oom_control").kind == host::FileKind::Regular) {
           *path = std::string(where);
-          return std::string(mount) + std::string(where == "/" ? "" : where);
+          return dir;
         }
+      }
     }
     if (controllers.empty() && line.starts_with("0::")) v2 = std::string(where);
   }
@@ -152,36 +150,17 @@ DeathBaseline death_baseline(const host::Host& host) {
 std::vector<std::string> kernel_log_since(const host::Host& host, u64 since_usec,
                                           const std::vector<long>& pids, std::string* note) {
   std::vector<std::string> out;
-  const std::string path = host.is_live_root() ? "/dev/kmsg" : host.root() + "/dev/kmsg";
-  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    *note = "the kernel log (/dev/kmsg) is not readable: " + std::string(std::strerror(errno)) +
-            " (needs root or kernel.dmesg_restrict=0)";
+  std::string error;
+  // Two seconds of slack: the kernel's clock and CLOCK_MONOTONIC drift apart.
+  std::optional<std::vector<host::Host::KernelRecord>> records =
+      host.kernel_log(since_usec > 2000000u ? since_usec - 2000000u : 0, 1000000, &error);
+  if (!records) {
+    *note = "the kernel log is not readable: " + error;
     return out;
   }
   const std::set<long> wanted(pids.begin(), pids.end());
-  std::string record(8192, '\0');
-  for (size_t records = 0; records < 100000; records++) {
-    ssize_t n = read(fd, record.data(), record.size());
-    if (n < 0 && errno == EPIPE) continue;  // overwritten while reading: the next one
-    if (n <= 0) break;                      // EAGAIN: the end of the buffer
-    std::string_view r(record.data(), static_cast<size_t>(n));
-    // "<prio>,<seq>,<usec>,<flags>[,...];<message>\n[ KEY=value\n...]"
-    size_t semi = r.find(';');
-    if (semi == std::string_view::npos) continue;
-    std::string_view head = r.substr(0, semi);
-    size_t c1 = head.find(','), c2 = c1 == std::string_view::npos ? c1 : head.find(',', c1 + 1);
-    if (c2 == std::string_view::npos) continue;
-    size_t c3 = head.find(',', c2 + 1);
-    std::optional<u64> usec =
-        parse_u64(head.substr(c2 + 1, c3 == std::string_view::npos ? c3 : c3 - c2 - 1));
-    // Two seconds of slack: the kernel's clock and CLOCK_MONOTONIC drift apart.
-    if (!usec || *usec + 2000000u < since_usec) continue;
-    std::string_view msg = r.substr(semi + 1);
-    msg = msg.substr(0, msg.find('\n'));
-    if (mentions_pid(msg, wanted) && out.size() < 32) out.emplace_back(msg);
-  }
-  close(fd);
+  for (const host::Host::KernelRecord& r : *records)
+    if (mentions_pid(r.message, wanted) && out.size() < 32) out.push_back(r.message);
   return out;
 }
 
@@ -215,42 +194,18 @@ detect::DeathFacts gather_death(const host::Host& host, const DeathBaseline& bas
     d.shm_size = shm->size_bytes;
     d.shm_free = shm->free_bytes;
   }
-  // The CPU: its model and which instruction-set extensions that wheels and
-  // extensions are built for it lacks (from /proc/cpuinfo's flags).
-  if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4u << 20)) {
-    std::string_view t = *info;
-    auto field = [&](std::string_view name) -> std::string_view {
-      size_t at = t.find(name);
-      if (at == std::string_view::npos) return {};
-      size_t colon = t.find(':', at), end = t.find('\n', at + 1);
-      if (colon == std::string_view::npos || colon > end) return {};
-      return trim(t.substr(colon + 1, end - colon - 1));
-    };
-    d.cpu_model = std::string(field("model name"));
-    std::string_view flags = field("\nflags");
-    std::set<std::string_view> has;
-    for (size_t at = 0; at < flags.size();) {
-      size_t sp = flags.find(' ', at);
-      if (sp == std::string_view::npos) sp = flags.size();
-      if (sp > at) has.insert(flags.substr(at, sp - at));
-      at = sp + 1;
-    }
-    if (!has.empty()) {
-      auto all = [&](std::initializer_list<std::string_view> need) {
-        return std::all_of(need.begin(), need.end(),
-                           [&](std::string_view f) { return has.count(f) > 0; });
-      };
-      const bool v2 = all({"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"});
-      const bool v3 =
-          v2 && all({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"});
-      const bool v4 = v3 && all({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"});
-      d.cpu_level = v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64 (baseline)";
-      for (std::string_view f :
-           {"sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2", "f16c", "avx512f", "avx512bw",
-            "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile",
-            "amx_bf16", "sse4a", "xop", "fma4"})
-        if (!has.count(f)) d.cpu_lacks.emplace_back(f);
-    }
+  // The CPU: its model, its x86-64 level (as ld.so computes it) and which
+  // of the extensions wheels and extensions are built for it lacks.
+  if (std::optional<std::string> info = host.read_file("/proc/cpuinfo", 4u << 20))
+    d.cpu_model = line_field(*info, "model name", ':').value_or("");
+  const std::set<std::string> flags = host.cpu_flags();
+  if (!flags.empty()) {
+    const int level = host.cpu_features().x86_64_level;
+    d.cpu_level = level > 1 ? "x86-64-v" + std::to_string(level) : "x86-64 (baseline)";
+    for (const char* f : {"sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2", "f16c", "avx512f",
+                          "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                          "avx_vnni", "amx_tile", "amx_bf16", "sse4a", "xop", "fma4"})
+      if (!flags.count(f)) d.cpu_lacks.emplace_back(f);
   }
   return d;
 }

@@ -15,7 +15,8 @@ machine recorded, for real:
     1 MiB tmpfs and the command maps and touches a 4 MiB file there. RUN004
     must report /dev/shm full;
   * SIGILL: a library executing an instruction this CPU lacks (SSE4a's
-    `extrq` on CPUs without sse4a, else AVX512-FP16's `vaddph`). Oracle: the
+    `extrq` on CPUs without sse4a, else AVX512-FP16's `vaddph`, else AMX's
+    `tilerelease`). Oracle: the
     kernel's own trap line names the library. RUN005 must name it;
   * SIGSEGV in the C library (ctypes.string_at(0)): RUN006 names libc.so.6 and
     says the bad pointer came from its caller.
@@ -172,6 +173,8 @@ if "sse4a" not in flags:
     insn, feature = "extrq $4, $8, %%xmm0", "sse4a"
 elif "avx512_fp16" not in flags:
     insn, feature = "vaddph %%zmm0, %%zmm0, %%zmm0", "avx512_fp16"
+elif "amx_tile" not in flags:
+    insn, feature = "tilerelease", "amx_tile"
 else:
     insn = feature = None
 if insn:
@@ -192,7 +195,7 @@ if insn:
         else:
             check("not readable" in out, "RUN005 says the kernel log could not be read")
 else:
-    fail("this CPU has both sse4a and avx512_fp16: no known instruction to make SIGILL with")
+    fail("this CPU has sse4a, avx512_fp16 and amx_tile: no known instruction to make SIGILL with")
 
 # ─── SIGSEGV in the C library ────────────────────────────────────────────────
 rc, out = run([PY, "-c", "import ctypes; ctypes.string_at(0)"])
