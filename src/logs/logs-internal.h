@@ -75,6 +75,16 @@ hs_database_t* compile_database(const std::vector<std::string>& exprs,
                                 const hs_platform_info_t* platform, std::string* error,
                                 int* bad = nullptr);
 
+// strip_ansi into `out`, which has room for in.size() bytes; returns the
+// length written (the scanner's path: no string to grow, nothing zeroed).
+size_t strip_ansi_to(ByteView in, char* out);
+
+// The longest run of plain characters every match of a log pattern
+// contains ("" when the pattern's top level is not simple enough to tell):
+// what Vectorscan scans for instead of a pattern whose own literal is
+// common (matcher.cc).
+std::string required_literal(std::string_view pattern);
+
 // Number of '\n' bytes in `data` (vectorised: this runs over every byte).
 u64 count_newlines(std::string_view data);
 
@@ -95,6 +105,8 @@ const std::vector<StackTrigger>& stack_dump_triggers();
 bool may_continue_dump(std::string_view line);
 // The same for a frame line `frame` (the trigger) and the line after it: a
 // traceback frame needs its indented source line (or an exception) next.
+// Never true where may_continue_dump(next) is false, so callers may test
+// that first.
 bool frame_continues(std::string_view frame, std::string_view next);
 
 // Length of a launcher's rank prefix at the start of `line` ("[rank3]:",

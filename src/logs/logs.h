@@ -133,8 +133,9 @@ void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& op
 // "rank3:", srun --label "3: "), if any.
 std::optional<u32> line_rank(std::string_view line);
 
-// Removes ANSI escape sequences (CSI, OSC, two-byte ESC x) from `in`,
-// appending to `out`. Newlines are never removed, so line numbers hold.
+// Removes ANSI escape sequences (CSI, OSC, nF such as tput's "ESC ( B",
+// two-byte ESC x) from `in`, appending to `out`. Newlines are never removed,
+// so line numbers hold.
 void strip_ansi(ByteView in, std::string& out);
 
 // Printable form of a log line for evidence: the '\r' segment holding byte

@@ -86,6 +86,151 @@ hs_database_t* compile_database(const std::vector<std::string>& exprs,
   return nullptr;
 }
 
+// The longest run of plain characters that every match of `pattern` must
+// contain, read at the top level only (an alternation there, an inline
+// option or anything unexpected gives up: empty). Quantified atoms, groups,
+// classes, anchors and escapes like \d end a run; a '+' keeps its atom.
+std::string required_literal(std::string_view pattern) {
+  std::string best, run;
+  auto end_run = [&] {
+    if (run.size() > best.size()) best = run;
+    run.clear();
+  };
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const size_t n = pattern.size();
+  // Steps `at` from a '[' past its class; false for what is not read here
+  // (a POSIX class, an unterminated class).
+  auto skip_class = [&](size_t& at) {
+    at++;
+    if (at < n && pattern[at] == '^') at++;
+    if (at < n && pattern[at] == ']') at++;
+    while (at < n && pattern[at] != ']') {
+      if (pattern[at] == '[') return false;
+      at += pattern[at] == '\\' ? 2 : 1;
+    }
+    if (at >= n) return false;
+    at++;
+    return true;
+  };
+  size_t i = 0;
+  while (i < n) {
+    const char c = pattern[i];
+    // One atom: a literal byte (`lit` >= 0) or something else (-1).
+    int lit = -1;
+    if (c == '(') {
+      if (i + 1 < n && pattern[i + 1] == '?' && !(i + 2 < n && pattern[i + 2] == ':'))
+        return "";  // (?i), lookarounds, named groups: not read
+      if (i + 1 < n && pattern[i + 1] == '*') return "";  // (*VERB)
+      int depth = 0;
+      while (i < n) {  // past the group, its classes and escapes
+        if (pattern[i] == '\\') {
+          i += 2;
+        } else if (pattern[i] == '[') {
+          if (!skip_class(i)) return "";
+        } else if (pattern[i] == '(') {
+          depth++;
+          i++;
+        } else if (pattern[i] == ')') {
+          i++;
+          if (--depth == 0) break;
+        } else {
+          i++;
+        }
+      }
+      if (depth != 0) return "";
+    } else if (c == '[') {
+      if (!skip_class(i)) return "";
+    } else if (c == '|' || c == ')') {
+      return "";
+    } else if (c == '\\') {
+      if (i + 1 >= n) return "";
+      const char e = pattern[i + 1];
+      i += 2;
+      const bool alnum = (e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9');
+      if (e == 'x') {
+        if (!(i + 1 < n && hex(pattern[i]) >= 0 && hex(pattern[i + 1]) >= 0)) return "";
+        lit = hex(pattern[i]) * 16 + hex(pattern[i + 1]);
+        i += 2;
+      } else if (e == 't') {
+        lit = '\t';
+      } else if (!alnum) {
+        lit = static_cast<unsigned char>(e);  // \. \( \[ \\ \' ...
+      } else if (std::string_view("dDwWsSbBhHvVnrfeaAzZG").find(e) == std::string_view::npos) {
+        return "";  // \Q..\E, \c, \g, \k, \p, back-references...: not read
+      }             // classes, anchors and control characters end a run
+    } else if (c == '.' || c == '^' || c == '$') {
+      i++;
+    } else if (c == '?' || c == '*' || c == '+' || c == '{') {
+      return "";  // a quantifier with no atom before it: not read
+    } else {
+      lit = static_cast<unsigned char>(c);
+      i++;
+    }
+    // Its quantifier, if any.
+    const char q = i < n ? pattern[i] : '\0';
+    if (q == '?' || q == '*' || q == '{') {
+      // Optional or counted: the run ends before the atom.
+      if (q == '{') {
+        size_t close = pattern.find('}', i);
+        if (close == std::string_view::npos) return "";
+        i = close + 1;
+      } else {
+        i++;
+      }
+      if (i < n && (pattern[i] == '?' || pattern[i] == '+')) i++;  // lazy, possessive
+      end_run();
+      continue;
+    }
+    if (q == '+') {
+      i++;
+      if (i < n && (pattern[i] == '?' || pattern[i] == '+')) i++;
+      if (lit >= 0 && lit != '\n') run += static_cast<char>(lit);
+      end_run();
+      continue;
+    }
+    if (lit >= 0 && lit != '\n')
+      run += static_cast<char>(lit);
+    else
+      end_run();
+  }
+  end_run();
+  return best;
+}
+
+namespace {
+
+// The expression Vectorscan scans for a signature: its longest required
+// literal when that is long enough to be rarer than whatever Vectorscan
+// would pick itself (measured: Vectorscan hashes the last bytes of the
+// literal it picks, and "memory " or "line " from a rule's prefix hit on
+// every line of an ordinary training log), else the pattern. PCRE2 confirms
+// every candidate line with the full pattern, so a superset loses nothing.
+std::string scan_expression(const std::string& pattern) {
+  constexpr size_t kMinLiteral = 6;
+  std::string literal = required_literal(pattern);
+  if (literal.size() < kMinLiteral) return pattern;
+  std::string expr;
+  static const char digits[] = "0123456789abcdef";
+  for (char ch : literal) {
+    auto b = static_cast<unsigned char>(ch);
+    if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b == ' ') {
+      expr += ch;
+    } else {
+      expr += "\\x";
+      expr += digits[b >> 4];
+      expr += digits[b & 15];
+    }
+  }
+  return expr;
+}
+
+}  // namespace
+
 // The mid-log patterns as Vectorscan sees them: identical (pattern, flags)
 // pairs share one expression (three NCCL rules wait for the same follow-up
 // lines), and the fingerprint names the list for precompiled databases.
@@ -95,8 +240,8 @@ void Matcher::Impl::collect_expressions() {
     const CompiledPattern& p = patterns[i];
     if (p.signature && p.signature->at_end) continue;
     std::string expr = p.stack_trigger ? p.stack_trigger->pattern
-                       : p.follow_up   ? p.signature->followed_by
-                                       : p.signature->pattern;
+                       : p.follow_up   ? scan_expression(p.signature->followed_by)
+                                       : scan_expression(p.signature->pattern);
     unsigned flags =
         HS_FLAG_MULTILINE | (p.signature && p.signature->case_insensitive ? HS_FLAG_CASELESS : 0u);
     auto [it, inserted] = seen.try_emplace({expr, flags}, static_cast<u32>(hs_exprs.size()));

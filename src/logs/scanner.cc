@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -56,8 +57,9 @@ bool blank(std::string_view s) {
 // Stage one of a segment, which may run on any thread: ANSI escapes removed,
 // Vectorscan's candidate hits collected, newlines counted.
 struct Chunk {
-  std::string_view data;      // what was scanned: the input, or `own`
-  std::string own;            // ANSI-free copy when the input had escapes
+  std::string_view data;        // what was scanned: the input, or `own`
+  std::unique_ptr<char[]> own;  // ANSI-free copy when the input had escapes
+  size_t own_capacity = 0;
   std::vector<RawMatch> raw;  // hits, at most one per pattern and line
   u64 newlines = 0;
 };
@@ -73,29 +75,30 @@ struct HitCollector {
   static int on_match(unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
     auto* c = static_cast<HitCollector*>(ctx);
     if (to < c->next_newline[id]) return 0;  // this pattern already hit this line
-    u64 rel = to - c->base;
-    size_t p = rel == 0 ? 0 : static_cast<size_t>(rel - 1);
-    const void* nl =
-        p < c->data.size() ? std::memchr(c->data.data() + p, '\n', c->data.size() - p) : nullptr;
-    c->next_newline[id] =
-        c->base +
-        (nl ? static_cast<u64>(static_cast<const char*>(nl) - c->data.data()) + 1 : c->data.size());
+    const u64 rel = to - c->base;
+    const size_t p = rel == 0 ? 0 : static_cast<size_t>(rel - 1);
+    const char* const data = c->data.data();
+    const char* const end = data + c->data.size();
+    const char* nl = p < c->data.size()
+                         ? static_cast<const char*>(std::memchr(data + p, '\n', c->data.size() - p))
+                         : nullptr;
+    c->next_newline[id] = c->base + (nl ? static_cast<u64>(nl - data) + 1 : c->data.size());
     // A frame line whose next line cannot continue a dump starts none: a
     // logger's lone "File ..." line is dropped here, on the scanning thread.
-    if (c->frame_trigger && (*c->frame_trigger)[id] && nl) {
-      const void* before = p ? memrchr(c->data.data(), '\n', p) : nullptr;
-      const char* here = before ? static_cast<const char*>(before) + 1 : c->data.data();
-      std::string_view line(here, static_cast<size_t>(static_cast<const char*>(nl) - here));
-      const char* next = static_cast<const char*>(nl) + 1;
-      const char* end = c->data.data() + c->data.size();
-      if (next < end) {
-        // Its first bytes say enough (a prefix, an indent, a first token).
-        const size_t look = std::min<size_t>(static_cast<size_t>(end - next), 160);
-        const void* nl2 = std::memchr(next, '\n', look);
-        const char* stop = nl2 ? static_cast<const char*>(nl2) : next + look;
-        if (!frame_continues(line, std::string_view(next, static_cast<size_t>(stop - next))))
-          return 0;
-      }
+    // Most are rejected on the next line's first bytes alone, before the
+    // frame line itself is looked at (this runs once per frame-like line).
+    if (c->frame_trigger && (*c->frame_trigger)[id] && nl && nl + 1 < end) {
+      const char* next = nl + 1;
+      // Its first bytes say enough (a prefix, an indent, a first token).
+      const size_t look = std::min<size_t>(static_cast<size_t>(end - next), 160);
+      const void* nl2 = std::memchr(next, '\n', look);
+      const std::string_view next_line(
+          next, static_cast<size_t>((nl2 ? static_cast<const char*>(nl2) : next + look) - next));
+      if (!may_continue_dump(next_line)) return 0;
+      const void* before = p ? memrchr(data, '\n', p) : nullptr;
+      const char* here = before ? static_cast<const char*>(before) + 1 : data;
+      if (!frame_continues(std::string_view(here, static_cast<size_t>(nl - here)), next_line))
+        return 0;
     }
     c->raw->push_back({id, rel, 0});
     return 0;
@@ -105,9 +108,13 @@ struct HitCollector {
 void strip_if_needed(std::string_view input, Chunk& c) {
   c.data = input;
   if (std::memchr(input.data(), 0x1b, input.size())) {
-    c.own.clear();
-    strip_ansi(ByteView(reinterpret_cast<const u8*>(input.data()), input.size()), c.own);
-    c.data = c.own;
+    if (c.own_capacity < input.size()) {
+      c.own.reset(new char[input.size()]);
+      c.own_capacity = input.size();
+    }
+    size_t n = strip_ansi_to(ByteView(reinterpret_cast<const u8*>(input.data()), input.size()),
+                             c.own.get());
+    c.data = std::string_view(c.own.get(), n);
   }
 }
 

@@ -290,7 +290,11 @@ const std::vector<StackTrigger>& stack_dump_triggers() {
       {R"(Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|gil|Thread 0x|LWP ))", true},
       {R"(File ")", false},
       {R"(^[ \t]+\S[^\n]* \(lib[^()\n ]*\.so[.\d]*\)[ \t\r]*$)", false},
-      {R"(^#\d+ +0x[0-9a-f]+ in )", false},
+      // gdb and pstack: "#3  0x00007f3a... in f ()". Addresses are padded to
+      // 16 digits, so a user-space one starts 0x0000: written this way,
+      // Vectorscan looks for "0x0000", not for the " in " that every other
+      // line of a log holds (docs/benchmarks.md has the figures).
+      {R"(^#\d+ +0x0000[0-9a-f]+ in )", false},
       {R"(^#0 +\w)", false},
   };
   return triggers;

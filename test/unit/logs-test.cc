@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <map>
+
 #include "rules/rules.h"
 
 namespace mld {
@@ -203,6 +205,41 @@ TEST(LogScanner, ThreadsGiveTheSameFindingsAsOne) {
   EXPECT_GT(one.findings.size(), 40u);
 }
 
+// Line numbers come from counting newlines in bulk (vector code, only up to
+// each hit): every finding's line must be the one a plain count gives, on
+// lines of every length, across segment and block boundaries.
+TEST(LogScanner, LineNumbersAreExactAcrossSegments) {
+  std::string text;
+  std::map<std::string, u64> expected;  // message -> line
+  u64 line = 0;
+  unsigned seed = 12345;
+  auto next = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 8) & 0xffff; };
+  while (text.size() < (3u << 20)) {
+    line++;
+    if (next() % 211 == 0) {
+      std::string lib = "lib" + std::to_string(line) + ".so.1";
+      text += "\x1b[31m" + lib + ": cannot open shared object file\x1b[0m\n";
+      expected[lib + " not found"] = line;
+      continue;
+    }
+    size_t len = next() % 300;
+    for (size_t k = 0; k < len; k++) text += static_cast<char>('a' + (k * 7 + line) % 26);
+    if (len % 5 == 0) text += "\r";
+    text += "\n";
+  }
+  for (unsigned threads : {1u, 2u})
+    for (size_t piece : {size_t{1} << 20, size_t{4093}}) {
+      Result r = scan(text, piece, 0, threads);
+      ASSERT_EQ(r.findings.size(), expected.size()) << threads << " threads, piece " << piece;
+      EXPECT_EQ(r.lines, line);
+      for (const Finding& f : r.findings) {
+        ASSERT_TRUE(expected.count(f.message)) << f.message;
+        EXPECT_EQ(f.evidence[0].line, expected[f.message])
+            << f.message << ", " << threads << " threads, piece " << piece;
+      }
+    }
+}
+
 TEST(LogScanner, AnsiColourCodesDoNotHideAMatch) {
   Result r = scan(
       "\x1b[1;31mOMP: Error #15: \x1b[0mInitializing a.so, but found b.so already "
@@ -210,6 +247,70 @@ TEST(LogScanner, AnsiColourCodesDoNotHideAMatch) {
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].evidence[0].text,
             "OMP: Error #15: Initializing a.so, but found b.so already initialized.");
+}
+
+// Vectorscan scans for a literal every match must contain (the longest one
+// the pattern spells out) instead of the pattern; PCRE2 confirms. Patterns
+// whose syntax makes a naive reading wrong must still find their line.
+TEST(LogScanner, LiteralPrefilterNeverLosesAMatch) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"(ab?cdefgh ijklmnop)", "x acdefgh ijklmnop y"},
+      {R"(colou?r mismatch detected here)", "color mismatch detected here"},
+      {R"(x{2}yyyyyyyyy zzz)", "xxyyyyyyyyy zzz"},
+      {R"((?i)case insensitive needle)", "CASE INSENSITIVE NEEDLE"},
+      {R"(short|alternative at the top level)", "a short one"},
+      {R"(\Qa+b literal text\E)", "a+b literal text"},
+      {R"(abc\d+ def ghij klmnop)", "abc12 def ghij klmnop"},
+      {R"((?:group one)? trailing literal text)", " trailing literal text"},
+      {R"([[:alpha:]]+ failed badly here)", "x failed badly here"},
+      {R"(\x41\x42C literal via hex escapes)", "ABC literal via hex escapes"},
+      {R"(tab\tseparated fields here)", "tab\tseparated fields here"},
+      {R"(repeat+ed letters in a row)", "repeatttted letters in a row"},
+      {R"((a(b)c|d) nested groups then text)", "d nested groups then text"},
+      {R"([]x] bracket first in a class list)", "] bracket first in a class list"},
+      {R"(\cAcontrol then literal text)",
+       "\x01"
+       "control then literal text"},
+      {R"(lazy quantifier a*?bcdefghij klm)", "lazy quantifier bcdefghij klm"},
+      {R"(braces a{1,3}bcdefghijk)", "braces aaabcdefghijk"},
+  };
+  for (auto& [pattern, line] : cases) {
+    std::string toml = std::string("id = \"TST090\"\nseverity = \"error\"\ntitle = \"t\"\n") +
+                       "explanation = \"e\"\nreferences = [\"https://example.org/9\"]\n" +
+                       "[fix]\ntext = \"f\"\n[[signature]]\npattern = '''" + pattern + "'''\n" +
+                       "[[example]]\nlog = \"x\"\nsource = \"https://example.org/9\"\n" +
+                       "[[negative]]\nlog = \"n\"\nwhy = \"w\"\n";
+    std::vector<rules::RuleError> errors;
+    auto rule = rules::parse_rule(toml, "TST090.toml", errors);
+    ASSERT_TRUE(rule) << pattern << ": " << (errors.empty() ? "" : errors[0].message);
+    rules::RuleSet set;
+    set.add(*rule, errors);
+    auto m = logs::Matcher::compile(set, errors);
+    ASSERT_TRUE(errors.empty()) << pattern << ": " << errors[0].message;
+    for (unsigned threads : {1u, 2u}) {
+      logs::Scanner s(m, {0, "log", threads});
+      std::string text = std::string("noise\n") + line + "\nmore noise\n";
+      s.feed(ByteView(reinterpret_cast<const u8*>(text.data()), text.size()));
+      s.finish();
+      ASSERT_EQ(s.findings().size(), 1u) << pattern;
+      EXPECT_EQ(s.findings()[0]->first_line, 2u) << pattern;
+    }
+  }
+}
+
+TEST(LogText, StripAnsiKeepsTextAndNewlinesAndAppends) {
+  auto strip = [](std::string_view in, std::string out = "") {
+    logs::strip_ansi(ByteView(reinterpret_cast<const u8*>(in.data()), in.size()), out);
+    return out;
+  };
+  EXPECT_EQ(strip("plain\nline\n"), "plain\nline\n");
+  EXPECT_EQ(strip("\x1b[1;31mred\x1b[0m and \x1b[Kclear\n"), "red and clear\n");
+  EXPECT_EQ(strip("\x1b]0;title\x07text\n\x1b]8;;http://x\x1b\\link\n"), "text\nlink\n");
+  EXPECT_EQ(strip("\x1b]0;unterminated\nnext\n"), "\nnext\n");  // an OSC stops at a newline
+  EXPECT_EQ(strip("a\x1b(Bb\x1b\n"), "ab\n");                   // two-byte; ESC before '\n'
+  EXPECT_EQ(strip("end\x1b"), "end");
+  EXPECT_EQ(strip("\x1b[", "kept:"), "kept:");
+  EXPECT_EQ(strip("x\x1b[2Jy", "kept:"), "kept:xy");
 }
 
 TEST(LogScanner, ProgressBarsNulBytesAndInvalidUtf8) {
