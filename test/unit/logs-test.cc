@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <map>
 
 #include "rules/rules.h"
@@ -442,6 +443,96 @@ TEST(LogInput, GzipIsReadByMagicAndCorruptionIsAnError) {
   ASSERT_EQ(truncate(path.c_str(), 20), 0);
   logs::Scanner s(m, {0, path});
   EXPECT_THROW(logs::scan_input(path, s, {}), IoError);
+  unlink(path.c_str());
+}
+
+// A large file is scanned from a mapping: the same findings as the same
+// bytes fed from memory, on both sides of every block boundary.
+TEST(LogInput, MappedFileGivesTheSameFindingsAsFedBytes) {
+  std::string text;
+  for (int i = 0; text.size() < (10u << 20); i++) {
+    text += "step " + std::to_string(i) + " loss 0.25 \x1b[32mok\x1b[0m\n";
+    if (i % 20011 == 0)
+      text += "lib" + std::to_string(i) + ".so.1: cannot open shared object file\n";
+  }
+  text += kOmp;  // no final newline
+  std::string path = testing::TempDir() + "/mld-logs-mapped.log";
+  {
+    FILE* f = fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(fwrite(text.data(), 1, text.size(), f), text.size());
+    fclose(f);
+  }
+  static auto m = test_matcher();
+  for (unsigned threads : {1u, 2u}) {
+    logs::Scanner s(m, {1, path, threads});
+    logs::scan_input(path, s, {});
+    s.finish();
+    Result fed = scan(text, 0, 1, threads);
+    ASSERT_EQ(s.findings().size(), fed.findings.size());
+    EXPECT_EQ(s.lines(), fed.lines);
+    EXPECT_EQ(s.bytes(), text.size());
+    for (size_t i = 0; i < fed.findings.size(); i++) {
+      EXPECT_EQ(s.findings()[i]->finding.message, fed.findings[i].message);
+      const std::vector<Evidence>& mapped = s.findings()[i]->finding.evidence;
+      ASSERT_EQ(mapped.size(), fed.findings[i].evidence.size());
+      for (size_t k = 0; k < mapped.size(); k++) {
+        EXPECT_EQ(mapped[k].line, fed.findings[i].evidence[k].line);
+        EXPECT_EQ(mapped[k].text, fed.findings[i].evidence[k].text);
+      }
+    }
+  }
+  unlink(path.c_str());
+}
+
+// logrotate's copytruncate empties a log while it is being read: the scan
+// must not die of SIGBUS on the mapping's vanished pages. What was read is
+// kept, the input is an error that says what happened, and SIGBUS is left
+// as it was.
+TEST(LogInput, FileTruncatedWhileMappedIsAnErrorNotACrash) {
+  std::string text;
+  std::string late_lib;
+  for (int i = 0; text.size() < (12u << 20); i++) {
+    text += "noise line " + std::to_string(i) + "\n";
+    if (i == 1000) text += kOmp + "\n";  // in the first block
+    if (text.size() > (10u << 20) && late_lib.empty()) {
+      late_lib = "lib" + std::to_string(i) + ".so.1";
+      text += late_lib + ": cannot open shared object file\n";
+    }
+  }
+  std::string path = testing::TempDir() + "/mld-logs-truncated.log";
+  {
+    FILE* f = fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(fwrite(text.data(), 1, text.size(), f), text.size());
+    fclose(f);
+  }
+  struct sigaction before {};
+  sigaction(SIGBUS, nullptr, &before);
+  static auto m = test_matcher();
+  logs::Scanner s(m, {0, path, 2});
+  logs::ReadOptions ro;
+  int blocks = 0;
+  ro.on_progress = [&] {
+    if (++blocks == 1) {
+      ASSERT_EQ(truncate(path.c_str(), 6 << 20), 0);  // mid-way through block 2
+    }
+  };
+  try {
+    logs::scan_input(path, s, ro);
+    FAIL() << "no error for a file truncated under the scan";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated while it was read"), std::string::npos)
+        << e.what();
+  }
+  s.finish();
+  ASSERT_GE(s.findings().size(), 1u);
+  EXPECT_EQ(s.findings()[0]->finding.rule, "TST010");
+  for (const logs::LogFinding* f : s.findings())
+    EXPECT_EQ(f->finding.message.find(late_lib), std::string::npos);
+  struct sigaction after {};
+  sigaction(SIGBUS, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
   unlink(path.c_str());
 }
 
