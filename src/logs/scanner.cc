@@ -194,44 +194,84 @@ class SegmentPool {
       if (s) hs_free_scratch(s);
   }
 
-  // chunks[i] = stage one of segments[i], for every i.
-  void prepare_all(const std::vector<std::string_view>& segments, std::vector<Chunk>& chunks,
-                   hs_scratch_t* own) {
+  // Stage one of every segment on all threads, and `consume(chunks[i],
+  // last)` in order on this one as soon as segment i is ready: the calling
+  // thread prepares segments too while it waits, and the others go on
+  // preparing while it consumes, so no thread idles until the block's last
+  // segment. A segment whose stage one failed ends the run with its error.
+  template <class Consume>
+  void run(const std::vector<std::string_view>& segments, std::vector<Chunk>& chunks,
+           hs_scratch_t* own, Consume&& consume) {
+    const size_t n = segments.size();
+    if (ready_capacity_ < n) {
+      ready_.reset(new std::atomic<int>[n]);
+      ready_capacity_ = n;
+    }
+    for (size_t i = 0; i < n; i++) ready_[i].store(kPending, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mu_);
       segments_ = &segments;
       chunks_ = &chunks;
       next_ = 0;
-      done_ = 0;
       error_ = nullptr;
       generation_++;
     }
     cv_work_.notify_all();
-    run_tasks(own);
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_done_.wait(lock, [&] { return done_ == segments.size() && busy_ == 0; });
-    segments_ = nullptr;
+    // The other threads must be out of the segments before this returns,
+    // also when `consume` throws.
+    auto settle = [&] {
+      next_ = n;  // no segment is started after this
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_done_.wait(lock, [&] { return busy_ == 0; });
+      segments_ = nullptr;
+    };
+    try {
+      bool failed = false;
+      for (size_t i = 0; i < n && !failed; i++) {
+        for (;;) {
+          int state = ready_[i].load(std::memory_order_acquire);
+          if (state != kPending) {
+            failed = state == kFailed;
+            break;
+          }
+          size_t j = next_.fetch_add(1);
+          if (j < n)
+            prepare(own, j);
+          else
+            ready_[i].wait(kPending, std::memory_order_acquire);
+        }
+        if (!failed) consume(chunks[i], i + 1 == n);
+      }
+    } catch (...) {
+      settle();
+      throw;
+    }
+    settle();
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  static constexpr int kPending = 0, kReady = 1, kFailed = 2;
+
+  void prepare(hs_scratch_t* scratch, size_t i) {
+    int state = kReady;
+    try {
+      prepare_lines(m_, scratch, (*segments_)[i], (*chunks_)[i]);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      state = kFailed;
+    }
+    ready_[i].store(state, std::memory_order_release);
+    ready_[i].notify_one();
+  }
+
   void run_tasks(hs_scratch_t* scratch) {
-    size_t finished = 0;
-    std::exception_ptr error;
     for (;;) {
       size_t i = next_.fetch_add(1);
       if (i >= segments_->size()) break;
-      try {
-        prepare_lines(m_, scratch, (*segments_)[i], (*chunks_)[i]);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      finished++;
+      prepare(scratch, i);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ += finished;
-    if (error && !error_) error_ = error;
-    cv_done_.notify_all();
   }
 
   void work_loop(hs_scratch_t* scratch) {
@@ -259,7 +299,8 @@ class SegmentPool {
   const std::vector<std::string_view>* segments_ = nullptr;
   std::vector<Chunk>* chunks_ = nullptr;
   std::atomic<size_t> next_{0};
-  size_t done_ = 0;
+  std::unique_ptr<std::atomic<int>[]> ready_;  // per segment: kPending, kReady, kFailed
+  size_t ready_capacity_ = 0;
   unsigned busy_ = 0;
   u64 generation_ = 0;
   bool stop_ = false;
@@ -916,8 +957,8 @@ void Scanner::feed(ByteView block) {
     if (s.pool && s.batch.size() - first >= 2) {
       std::vector<std::string_view> rest(s.batch.begin() + static_cast<long>(first), s.batch.end());
       if (s.batch_chunks.size() < rest.size()) s.batch_chunks.resize(rest.size());
-      s.pool->prepare_all(rest, s.batch_chunks, s.scratch);
-      for (size_t i = 0; i < rest.size(); i++) s.consume(s.batch_chunks[i], i + 1 == rest.size());
+      s.pool->run(rest, s.batch_chunks, s.scratch,
+                  [&s](Chunk& c, bool last) { s.consume(c, last); });
     } else {
       for (size_t i = first; i < s.batch.size(); i++)
         s.process(s.batch[i], i + 1 == s.batch.size());

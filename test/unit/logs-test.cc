@@ -450,9 +450,9 @@ TEST(LogInput, GzipIsReadByMagicAndCorruptionIsAnError) {
 // bytes fed from memory, on both sides of every block boundary.
 TEST(LogInput, MappedFileGivesTheSameFindingsAsFedBytes) {
   std::string text;
-  for (int i = 0; text.size() < (10u << 20); i++) {
+  for (int i = 0; text.size() < (36u << 20); i++) {  // over two blocks of the mapping
     text += "step " + std::to_string(i) + " loss 0.25 \x1b[32mok\x1b[0m\n";
-    if (i % 20011 == 0)
+    if (i % 100003 == 0)
       text += "lib" + std::to_string(i) + ".so.1: cannot open shared object file\n";
   }
   text += kOmp;  // no final newline
@@ -492,10 +492,10 @@ TEST(LogInput, MappedFileGivesTheSameFindingsAsFedBytes) {
 TEST(LogInput, FileTruncatedWhileMappedIsAnErrorNotACrash) {
   std::string text;
   std::string late_lib;
-  for (int i = 0; text.size() < (12u << 20); i++) {
+  for (int i = 0; text.size() < (48u << 20); i++) {
     text += "noise line " + std::to_string(i) + "\n";
     if (i == 1000) text += kOmp + "\n";  // in the first block
-    if (text.size() > (10u << 20) && late_lib.empty()) {
+    if (text.size() > (40u << 20) && late_lib.empty()) {
       late_lib = "lib" + std::to_string(i) + ".so.1";
       text += late_lib + ": cannot open shared object file\n";
     }
@@ -515,7 +515,7 @@ TEST(LogInput, FileTruncatedWhileMappedIsAnErrorNotACrash) {
   int blocks = 0;
   ro.on_progress = [&] {
     if (++blocks == 1) {
-      ASSERT_EQ(truncate(path.c_str(), 6 << 20), 0);  // mid-way through block 2
+      ASSERT_EQ(truncate(path.c_str(), 24 << 20), 0);  // mid-way through the next block
     }
   };
   try {
