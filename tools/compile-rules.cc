@@ -6,8 +6,11 @@
 // for a tenth of a second; a database that does not match the rules it is
 // given (a user's --rules-dir) is never used.
 //
-// Usage: mld-compile-rules OUTDIR   (writes OUTDIR/precompiled-rules.cc and
-// OUTDIR/rules-db-<target>.bin)
+// It also writes the parsed rules themselves (rules/rule-image.cc), which
+// the binary reads instead of parsing the embedded TOML at every start.
+//
+// Usage: mld-compile-rules OUTDIR   (writes OUTDIR/precompiled-rules.cc,
+// OUTDIR/rules-db-<target>.bin and OUTDIR/rules-image.bin)
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -61,6 +64,22 @@ int main(int argc, char** argv) {
     entries +=
         "      {\"" + db.target + "\", " + sym + ", " + std::to_string(db.bytes.size()) + "},\n";
   }
+  // The parsed rules themselves, so the binary starts without parsing TOML.
+  const std::string image = mld::rules::rule_image(mld::rules::RuleSet::builtin().all());
+  const std::string image_bin = dir + "/rules-image.bin";
+  if (!write_if_changed(image_bin, image)) {
+    std::fprintf(stderr, "mld-compile-rules: cannot write %s\n", image_bin.c_str());
+    return 1;
+  }
+  char image_hash[32];
+  std::snprintf(image_hash, sizeof image_hash, "%016llx", fnv1a(image));
+  asm_text += "// parsed rules: " + std::to_string(image.size()) + " bytes, content hash " +
+              image_hash + "\n";
+  asm_text +=
+      "asm(\".section .rodata\\n.balign 16\\n.hidden mld_rules_image\\n.globl "
+      "mld_rules_image\\nmld_rules_image:\\n.incbin \\\"" +
+      image_bin + "\\\"\\n.previous\\n\");\n";
+  decls += "extern \"C\" const char mld_rules_image[];\n";
   std::string flag_list;
   for (unsigned f : flags) flag_list += std::to_string(f) + ", ";
   char fp[32];
@@ -73,7 +92,9 @@ int main(int argc, char** argv) {
       "const logs::Precompiled& builtin_precompiled() {\n"
       "  static const logs::Precompiled p{\n      " +
       fp + ",\n      {" + flag_list + "},\n      {\n" + entries +
-      "      }};\n  return p;\n}\n}  // namespace mld::cli\n";
+      "      }};\n  return p;\n}\n\n"
+      "std::string_view builtin_rule_image() {\n  return {mld_rules_image, " +
+      std::to_string(image.size()) + "};\n}\n}  // namespace mld::cli\n";
   if (!write_if_changed(dir + "/precompiled-rules.cc", out)) {
     std::fprintf(stderr, "mld-compile-rules: cannot write %s/precompiled-rules.cc\n", dir.c_str());
     return 1;

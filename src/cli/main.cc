@@ -35,6 +35,7 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
     return 2;
   }
 
+  rules::use_builtin_rule_image(builtin_rule_image());
   Invocation& in = cl.in;
   const std::pair<CLI::App*, Command> commands[] = {
       {cl.check_cmd, Command::Check}, {cl.fix_cmd, Command::Fix},

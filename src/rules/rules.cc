@@ -441,10 +441,35 @@ bool RuleSet::add(Rule rule, std::vector<RuleError>& errors) {
   return true;
 }
 
+namespace {
+std::string_view builtin_image;
+}  // namespace
+
+void use_builtin_rule_image(std::string_view image) { builtin_image = image; }
+
 const RuleSet& RuleSet::builtin() {
   static const RuleSet set = [] {
     RuleSet s;
     std::vector<RuleError> errors;
+    // The build's image, when it is one of exactly the embedded files.
+    if (!builtin_image.empty()) {
+      if (auto rules = read_rule_image(builtin_image)) {
+        std::vector<std::string> have, want;
+        for (const Rule& r : *rules) have.push_back(r.origin);
+        for (const EmbeddedRule& e : embedded_rules())
+          want.push_back(std::string("rules/") + e.name);
+        std::sort(have.begin(), have.end());
+        std::sort(want.begin(), want.end());
+        bool all_builtin =
+            std::all_of(rules->begin(), rules->end(), [](const Rule& r) { return r.builtin; });
+        if (have == want && all_builtin) {
+          for (Rule& r : *rules) s.add(std::move(r), errors);
+          if (errors.empty()) return s;
+          s = RuleSet();
+          errors.clear();
+        }
+      }
+    }
     for (const EmbeddedRule& e : embedded_rules()) {
       std::string origin = std::string("rules/") + e.name;
       if (auto rule = parse_rule(e.text, origin, errors)) {

@@ -23,6 +23,7 @@ struct Signature {
   std::string followed_by;  // a later line attached as evidence, or empty
   u32 within = 20;          // lines after the match in which followed_by may come
   bool at_end = false;      // only when the log ends with this line (a stall)
+  bool operator==(const Signature&) const = default;
 };
 
 // A wait recognised in a stack dump of a hung job (py-spy dump, faulthandler,
@@ -35,18 +36,21 @@ struct StackSignature {
   std::string under;    // optional: an outer (calling) frame of the same thread
   std::string message;  // template with {N} captures of `frame`, or empty
   std::string subject;  // template; empty: the rendered message
+  bool operator==(const StackSignature&) const = default;
 };
 
 struct Example {
   std::string log;     // one or more lines
   std::string source;  // positive examples: where it was seen
   std::string why;     // negatives: why it must not match
+  bool operator==(const Example&) const = default;
 };
 
 struct Fix {
   std::string text;              // Markdown
   std::vector<std::string> env;  // "NAME=value"
   std::vector<std::string> commands;
+  bool operator==(const Fix&) const = default;
 };
 
 struct Rule {
@@ -82,6 +86,7 @@ struct Rule {
   // `other` is named in `replaces`, or `other` is an envelope and this rule,
   // not an envelope itself, found an error.
   bool explains(const Rule& other, Severity severity) const;
+  bool operator==(const Rule&) const = default;
 };
 
 // A rule-file problem: which file, what is wrong.
@@ -129,6 +134,17 @@ struct EmbeddedRule {
   const char* text;
 };
 std::vector<EmbeddedRule> embedded_rules();
+
+// The parsed form of `rules` as bytes (rule-image.cc), and back: nullopt for
+// bytes that are not a whole image. The build writes the image of the
+// builtin rules (tools/compile-rules.cc) so that a run need not parse TOML.
+std::string rule_image(const std::vector<Rule>& rules);
+std::optional<std::vector<Rule>> read_rule_image(std::string_view image);
+
+// Gives RuleSet::builtin() the build's image, to use instead of parsing the
+// embedded files when it holds exactly those files (any other image is
+// ignored). Call before the first builtin(); the bytes must outlive it.
+void use_builtin_rule_image(std::string_view image);
 
 // The one place a fact detector's result becomes a finding, for every
 // command: severity from the rule (escalated when the detection says so),

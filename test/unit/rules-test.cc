@@ -77,6 +77,25 @@ TEST(BuiltinRules, ExamplesMatchTheirRuleAndNegativesMatchNothing) {
   std::printf("checked %zu positive and %zu negative examples\n", positives, negatives);
 }
 
+// The binary reads the builtin rules from an image the build wrote instead
+// of parsing TOML: reading it back must give every field as parsed, and an
+// image cut short or damaged anywhere must be refused, never half-read.
+TEST(BuiltinRules, ImageReadsBackExactlyAndDamageIsRefused) {
+  const std::vector<rules::Rule>& parsed = rules::RuleSet::builtin().all();
+  const std::string image = rules::rule_image(parsed);
+  auto back = rules::read_rule_image(image);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), parsed.size());
+  for (size_t i = 0; i < parsed.size(); i++) EXPECT_TRUE((*back)[i] == parsed[i]) << parsed[i].id;
+  for (size_t cut = 0; cut < image.size(); cut += 997)
+    EXPECT_FALSE(rules::read_rule_image(std::string_view(image).substr(0, cut))) << cut;
+  EXPECT_FALSE(rules::read_rule_image(image + "x"));
+  std::string damaged = image;
+  damaged[9] = '\xff';  // the rule count: far more than the bytes could hold
+  EXPECT_FALSE(rules::read_rule_image(damaged));
+  EXPECT_FALSE(rules::read_rule_image("MLDRULES0"));
+}
+
 TEST(RuleTemplates, CapturesAndDemangledNames) {
   std::vector<std::string> caps = {"all", "libx.so", "_ZN3c104cuda9SetDeviceEi", "plain_c_name",
                                    "_Zgarbage"};
