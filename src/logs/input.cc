@@ -18,12 +18,14 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "logs/logs.h"
@@ -37,6 +39,9 @@ constexpr u64 kMapAtLeast = 2 * kBlock;  // smaller files are read
 // the process a TLB shootdown when its pages are dropped (a few tens of
 // microseconds in a VM), so they are larger than read()'s.
 constexpr size_t kMapBlock = 16 << 20;
+// Touching a mapped page costlier than this and read() is used instead
+// (scan_mapped): copying 4 KiB out of the page cache takes 0.4-0.8 µs.
+constexpr double kMaxNsPerPage = 1000;
 
 // A read buffer that is not zero-filled: its pages are touched only as far
 // as data arrives, so a small log costs no 4 MiB of page faults.
@@ -216,13 +221,26 @@ struct sigaction MappingGuard::previous {};
 // once it is scanned, so the resident size stays that of a few blocks.
 // Returns false, having fed nothing, when the file cannot be mapped (or
 // another scan holds the guard); the caller then reads it.
-bool scan_mapped(const std::string& path, int fd, size_t size, Scanner& scanner,
-                 const ReadOptions& options) {
+//
+// Whether mapping beats read() depends on the machine: on this one the
+// kernel maps the page cache's large folios at once (70 ns a 4 KiB page);
+// the machine of 2026-11-23 in docs/benchmarks.md took 3 µs a page in
+// first-touch faults, several times what copying the page out costs. So the first block's pages are
+// touched and timed, and where that was slower than kMaxNsPerPage (or
+// MLDOCTOR_LOG_MAP_MAX_NS) the rest of the file is read instead.
+// Returns the bytes scanned from the mapping (the caller reads the rest),
+// or nullopt, having fed nothing, when the file cannot be mapped (or
+// another scan holds the guard).
+std::optional<size_t> scan_mapped(const std::string& path, int fd, size_t size, Scanner& scanner,
+                                  const ReadOptions& options) {
   static std::mutex one_mapping;
   std::unique_lock<std::mutex> lock(one_mapping, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
+  if (!lock.owns_lock()) return std::nullopt;
+  const char* limit = std::getenv("MLDOCTOR_LOG_MAP_MAX_NS");
+  const double max_ns_per_page = limit && *limit ? std::strtod(limit, nullptr) : kMaxNsPerPage;
+  if (max_ns_per_page < 0) return std::nullopt;  // mapping disabled
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map == MAP_FAILED) return false;
+  if (map == MAP_FAILED) return std::nullopt;
   const auto* base = static_cast<const u8*>(map);
   ::madvise(map, size, MADV_SEQUENTIAL);
   MappingGuard::page_size = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -240,11 +258,25 @@ bool scan_mapped(const std::string& path, int fd, size_t size, Scanner& scanner,
     MappingGuard::end = 0;
     ::munmap(map, size);
   };
-  size_t cut = size;  // bytes of the file that were really there
+  size_t cut = size;     // bytes of the file that were really there
+  size_t mapped = size;  // bytes scanned from the mapping
   try {
     for (size_t off = 0; off < size; off += kMapBlock) {
       const size_t len = std::min(kMapBlock, size - off);
-      if (off + len < size)  // start reading the next block from disk now
+      bool slow = false;
+      if (off == 0) {
+        const auto start = std::chrono::steady_clock::now();
+        unsigned char sum = 0;
+        for (size_t at = 0; at < len; at += MappingGuard::page_size) sum ^= base[at];
+        asm volatile("" : : "r"(sum));  // the touches are the point
+        const double ns =
+            std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+                .count();
+        slow = ns / static_cast<double>((len + MappingGuard::page_size - 1) /
+                                        MappingGuard::page_size) >
+               max_ns_per_page;
+      }
+      if (off + len < size && !slow)  // start reading the next block from disk now
         ::madvise(const_cast<u8*>(base + off + len), std::min(kMapBlock, size - off - len),
                   MADV_WILLNEED);
       scanner.feed(ByteView(base + off, len));
@@ -253,6 +285,10 @@ bool scan_mapped(const std::string& path, int fd, size_t size, Scanner& scanner,
       const uintptr_t fault = MappingGuard::first_fault.load();
       if (fault != UINTPTR_MAX) {
         cut = static_cast<size_t>(fault - reinterpret_cast<uintptr_t>(base));
+        break;
+      }
+      if (slow) {
+        mapped = off + len;
         break;
       }
     }
@@ -272,7 +308,7 @@ bool scan_mapped(const std::string& path, int fd, size_t size, Scanner& scanner,
                       ": the rest was not scanned",
          0);
   }
-  return true;
+  return mapped;
 }
 
 void scan_gzip(const std::string& path, int fd, Scanner& scanner, const ReadOptions& options) {
@@ -423,9 +459,13 @@ void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& op
   // (kernels map the page cache's large folios at once). Small files and
   // anything that is not a regular file are read.
   if (regular && static_cast<u64>(st.st_size) >= kMapAtLeast &&
-      static_cast<u64>(st.st_size) <= std::numeric_limits<size_t>::max() &&
-      scan_mapped(path, fd.get(), static_cast<size_t>(st.st_size), scanner, options))
-    return;
+      static_cast<u64>(st.st_size) <= std::numeric_limits<size_t>::max()) {
+    if (auto mapped =
+            scan_mapped(path, fd.get(), static_cast<size_t>(st.st_size), scanner, options)) {
+      if (*mapped == static_cast<size_t>(st.st_size)) return;
+      if (::lseek(fd.get(), static_cast<off_t>(*mapped), SEEK_SET) < 0) fail(path, "seek", errno);
+    }
+  }
   if (regular) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   read_ahead([&](u8* buf, size_t size) { return read_full(path, fd.get(), buf, size); }, scanner,
              options);
