@@ -32,7 +32,8 @@ std::string frame_text(Dwfl* dwfl, Dwarf_Addr pc) {
   const char* fn = dwfl_module_addrname(m, pc);
   std::string mod = module ? module : "?";
   if (size_t s = mod.rfind('/'); s != std::string::npos) mod = mod.substr(s + 1);
-  return std::string(fn ? fn : "??") + " (" + mod + ")";
+  // C++ names as source spells them: c10d::Work::wait(...), not _ZN4c10d4Work4waitE...
+  return (fn ? rules::demangled(fn) : std::string("??")) + " (" + mod + ")";
 }
 
 int on_frame(Dwfl_Frame* frame, void* arg) {

@@ -8,11 +8,16 @@
 // counts as idle; a build or a training step does not.
 //
 // On a hang every thread's state, wchan and current system call, each
-// process's open files, sockets and /proc/locks entries are read, and the
+// process's open files, sockets (as addresses, an IPv4-mapped one as IPv4,
+// the MASTER_PORT of the process's environment named as the c10d store's)
+// and /proc/locks entries are read, and the
 // known lock files (torch extension builds) are read through src/jit; the
 // detectors (RUN002, and the lock rules) decide from those facts: a lock no
 // live process holds is the answer for seed 002.
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -65,24 +70,54 @@ std::string syscall_name(long nr) {
   return "syscall " + std::to_string(nr);
 }
 
-// socket inode -> description, from /proc/net/{tcp,tcp6,unix}.
-std::map<std::string, std::string> socket_table(const host::Host& host) {
-  std::map<std::string, std::string> out;
+// An address of /proc/net/tcp or tcp6 ("0100007F:7530") as people write it:
+// 127.0.0.1:30000, [2001:db8::1]:443, and an IPv4-mapped IPv6 address
+// (a dual-stack listener such as torch's TCPStore) as the IPv4 it carries.
+// The kernel prints each 32-bit word of the address as a number in this
+// machine's byte order (little-endian on the machines mldoctor supports).
+std::optional<std::pair<std::string, unsigned>> proc_net_address(const std::string& a) {
+  const size_t colon = a.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string ip = a.substr(0, colon);
+  if (ip.size() != 8 && ip.size() != 32) return std::nullopt;
+  unsigned char bytes[16];
+  for (size_t w = 0; w < ip.size() / 8; w++) {
+    char* end = nullptr;
+    const std::string word = ip.substr(w * 8, 8);
+    const unsigned long v = std::strtoul(word.c_str(), &end, 16);
+    if (end != word.c_str() + 8) return std::nullopt;
+    for (int b = 0; b < 4; b++) bytes[w * 4 + b] = static_cast<unsigned char>(v >> (8 * b));
+  }
+  char* end = nullptr;
+  const unsigned long port = std::strtoul(a.c_str() + colon + 1, &end, 16);
+  if (end == a.c_str() + colon + 1 || *end != '\0' || port > 65535) return std::nullopt;
+  const unsigned char* v4 = bytes;
+  if (ip.size() == 32) {
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(bytes, mapped, 12) != 0) {
+      char text[INET6_ADDRSTRLEN];
+      if (!inet_ntop(AF_INET6, bytes, text, sizeof text)) return std::nullopt;
+      return std::make_pair("[" + std::string(text) + "]", static_cast<unsigned>(port));
+    }
+    v4 = bytes + 12;
+  }
+  return std::make_pair(std::to_string(v4[0]) + "." + std::to_string(v4[1]) + "." +
+                            std::to_string(v4[2]) + "." + std::to_string(v4[3]),
+                        static_cast<unsigned>(port));
+}
+
+struct Socket {
+  std::string description;  // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234"
+  std::string state;        // "ESTABLISHED"; empty for unix sockets
+  unsigned local_port = 0, remote_port = 0;
+};
+
+// socket inode -> socket, from /proc/net/{tcp,tcp6,unix}.
+std::map<std::string, Socket> socket_table(const host::Host& host) {
+  std::map<std::string, Socket> out;
   static const char* tcp_states[] = {"?",          "ESTABLISHED", "SYN_SENT",  "SYN_RECV",
                                      "FIN_WAIT1",  "FIN_WAIT2",   "TIME_WAIT", "CLOSE",
                                      "CLOSE_WAIT", "LAST_ACK",    "LISTEN",    "CLOSING"};
-  auto hex_addr = [](const std::string& a) {
-    // "0100007F:7530" (IPv4) -> 127.0.0.1:30000; IPv6 left as hex.
-    size_t colon = a.find(':');
-    if (colon == std::string::npos) return a;
-    const std::string ip = a.substr(0, colon);
-    const unsigned port = static_cast<unsigned>(std::stoul(a.substr(colon + 1), nullptr, 16));
-    if (ip.size() != 8) return "[" + ip + "]:" + std::to_string(port);
-    const unsigned long v = std::stoul(ip, nullptr, 16);
-    return std::to_string(v & 255) + "." + std::to_string((v >> 8) & 255) + "." +
-           std::to_string((v >> 16) & 255) + "." + std::to_string(v >> 24) + ":" +
-           std::to_string(port);
-  };
   for (const char* proto : {"tcp", "tcp6"}) {
     std::optional<std::string> t = host.read_file(std::string("/proc/net/") + proto, 4 << 20);
     if (!t) continue;
@@ -92,12 +127,18 @@ std::map<std::string, std::string> socket_table(const host::Host& host) {
     while (std::getline(in, line)) {
       std::vector<std::string> f = split_ws(line);
       if (f.size() < 10) continue;
-      unsigned st = static_cast<unsigned>(std::stoul(f[3], nullptr, 16));
-      try {
-        out[f[9]] = std::string(proto) + " " + hex_addr(f[1]) + " -> " + hex_addr(f[2]) + " " +
-                    (st < std::size(tcp_states) ? tcp_states[st] : "?");
-      } catch (const std::exception&) {
-      }
+      auto local = proc_net_address(f[1]), remote = proc_net_address(f[2]);
+      char* end = nullptr;
+      const unsigned long st = std::strtoul(f[3].c_str(), &end, 16);
+      if (!local || !remote || end == f[3].c_str()) continue;
+      Socket so;
+      // Both families read as "tcp": a v4-mapped address is shown as IPv4.
+      so.description = "tcp " + local->first + ":" + std::to_string(local->second) + " -> " +
+                       remote->first + ":" + std::to_string(remote->second);
+      so.state = st < std::size(tcp_states) ? tcp_states[st] : "?";
+      so.local_port = local->second;
+      so.remote_port = remote->second;
+      out[f[9]] = so;
     }
   }
   if (std::optional<std::string> t = host.read_file("/proc/net/unix", 4 << 20)) {
@@ -107,10 +148,26 @@ std::map<std::string, std::string> socket_table(const host::Host& host) {
     while (std::getline(in, line)) {
       std::vector<std::string> f = split_ws(line);
       if (f.size() < 7) continue;
-      out[f[6]] = "unix " + (f.size() > 7 ? f[7] : std::string("(unnamed)"));
+      out[f[6]].description = "unix " + (f.size() > 7 ? f[7] : std::string("(unnamed)"));
     }
   }
   return out;
+}
+
+// The value of `name` in a process's initial environment, if readable.
+std::optional<std::string> environ_value(const host::Host& host, long pid, std::string_view name) {
+  std::optional<std::string> env =
+      host.read_file("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
+  if (!env) return std::nullopt;
+  for (size_t i = 0; i < env->size();) {
+    size_t end = env->find('\0', i);
+    if (end == std::string::npos) end = env->size();
+    std::string_view entry(env->data() + i, end - i);
+    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=')
+      return std::string(entry.substr(name.size() + 1));
+    i = end + 1;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -161,7 +218,7 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
                             double idle_seconds) {
   HangSample s;
   s.idle_seconds = idle_seconds;
-  std::map<std::string, std::string> sockets = socket_table(host);
+  std::map<std::string, Socket> sockets = socket_table(host);
   std::optional<std::string> locks = read_small(host, "/proc/locks");
   for (long pid : pids) {
     ProcessSample ps;
@@ -208,14 +265,26 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
       for (ThreadSample& t : ps.threads)
         if (auto it = stacks.find(t.tid); it != stacks.end()) t.stack = std::move(it->second);
     }
+    std::optional<unsigned> master_port;
+    if (std::optional<std::string> v = environ_value(host, pid, "MASTER_PORT"))
+      if (!v->empty() && v->size() <= 5 && std::all_of(v->begin(), v->end(), ::isdigit))
+        master_port = static_cast<unsigned>(std::stoul(*v));
     if (std::optional<std::vector<std::string>> fds = host.list_dir(dir + "/fd")) {
       for (const std::string& fd : *fds) {
         std::optional<std::string> target = host.read_link(dir + "/fd/" + fd);
         if (!target) continue;
         if (target->starts_with("socket:[")) {
           const std::string inode = target->substr(8, target->size() - 9);
-          if (auto it = sockets.find(inode); it != sockets.end() && ps.sockets.size() < 32)
-            ps.sockets.push_back(it->second);
+          if (auto it = sockets.find(inode); it != sockets.end() && ps.sockets.size() < 32) {
+            // The rendezvous port, named: torch's c10d store listens on MASTER_PORT.
+            const Socket& so = it->second;
+            std::string text = so.description;
+            if (master_port && *master_port != 0 &&
+                (so.local_port == *master_port || so.remote_port == *master_port))
+              text += " (MASTER_PORT: the c10d store)";
+            if (!so.state.empty()) text += " " + so.state;
+            ps.sockets.push_back(text);
+          }
         } else if (target->starts_with("/") && !target->starts_with("/dev/") &&
                    !target->starts_with("/proc/")) {
           if (ps.open_files.size() < 64) ps.open_files.push_back(*target);

@@ -8,9 +8,16 @@
 // from thread-count calls and runtimes.
 #include "run/run.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "ld-cache-builder.h"
@@ -299,6 +306,103 @@ TEST(HangAnalysis, ConnectionWithoutAnswerIsTheCause) {
       std::string::npos)
       << found.findings[0].message;
   EXPECT_NE(found.findings[0].fix.find("MASTER_ADDR"), std::string::npos);
+}
+
+// The kernel's own view as the oracle: a real process with a dual-stack
+// listener on the rendezvous port (as torch's TCPStore has), a connection to
+// it and an IPv6 listener. /proc/net/tcp6 prints the IPv4-mapped addresses
+// as 0000000000000000FFFF00000100007F; the report must say 127.0.0.1, name
+// MASTER_PORT's role, and print a real IPv6 address as the process sees it.
+TEST(HangAnalysis, SocketsAsAddressesWithTheRendezvousPortNamed) {
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(probe, 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof any;
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&any), &len), 0);
+  const std::string port = std::to_string(ntohs(any.sin_port));
+  close(probe);
+  const char* script = R"(
+import os, socket, sys, time
+port = int(os.environ["MASTER_PORT"])
+def at(s):
+    a = s.getsockname()
+    return "%s %d" % (a[0], a[1])
+store = socket.socket(socket.AF_INET6)
+store.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+store.bind(("::ffff:127.0.0.1", port))
+store.listen()
+client = socket.socket(socket.AF_INET6)
+client.connect(("::ffff:127.0.0.1", port))
+peer, _ = store.accept()
+print("client " + at(client))
+try:
+    v6 = socket.socket(socket.AF_INET6)
+    v6.bind(("::1", 0))
+    v6.listen()
+    print("v6 " + at(v6))
+except OSError:
+    pass
+print("ready", flush=True)
+time.sleep(60)
+)";
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    setenv("MASTER_PORT", port.c_str(), 1);
+    execlp("python3", "python3", "-c", script, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string said;
+  char buf[256];
+  for (ssize_t n;
+       said.find("ready\n") == std::string::npos && (n = read(out[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  std::string client_port, v6_address, v6_port;
+  {
+    std::istringstream in(said);
+    std::string what, address, p;
+    while (in >> what && what != "ready") {
+      in >> address >> p;
+      if (what == "client") client_port = p;
+      if (what == "v6") v6_address = address, v6_port = p;
+    }
+  }
+  host::Host host("/", {});
+  HangSample s = sample_processes(host, {child}, 0);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_FALSE(client_port.empty()) << said;
+  ASSERT_EQ(s.processes.size(), 1u);
+  std::string all;
+  for (const std::string& so : s.processes[0].sockets) all += so + "\n";
+  const std::string store = " (MASTER_PORT: the c10d store) ";
+  EXPECT_NE(all.find("tcp 127.0.0.1:" + port + " -> [::]:0" + store + "LISTEN\n"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find("tcp 127.0.0.1:" + client_port + " -> 127.0.0.1:" + port + store + "ESTABLISHED\n"),
+      std::string::npos)
+      << all;
+  EXPECT_NE(
+      all.find("tcp 127.0.0.1:" + port + " -> 127.0.0.1:" + client_port + store + "ESTABLISHED\n"),
+      std::string::npos)
+      << all;
+  if (!v6_address.empty()) {  // a machine without IPv6 loopback has no such socket
+    EXPECT_NE(all.find("tcp [" + v6_address + "]:" + v6_port + " -> [::]:0 LISTEN\n"),
+              std::string::npos)
+        << all;
+  }
+  EXPECT_EQ(all.find("FFFF"), std::string::npos) << all;
 }
 
 // A job hung on extension build locks: the hang first, naming the stale
