@@ -231,6 +231,10 @@ struct ThreadSample {
 struct ProcessSample {
   long pid = 0;
   std::string command;  // argv joined
+  // The rank a launcher gave the process (RANK, OMPI_COMM_WORLD_RANK,
+  // PMI_RANK or SLURM_PROCID in its environment), and the variable.
+  std::optional<u32> rank;
+  std::string rank_variable;
   std::vector<ThreadSample> threads;
   std::vector<std::string> open_files;  // paths (regular files, not /dev, /proc)
   std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"

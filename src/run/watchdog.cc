@@ -154,15 +154,13 @@ std::map<std::string, Socket> socket_table(const host::Host& host) {
   return out;
 }
 
-// The value of `name` in a process's initial environment, if readable.
-std::optional<std::string> environ_value(const host::Host& host, long pid, std::string_view name) {
-  std::optional<std::string> env =
-      host.read_file("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
-  if (!env) return std::nullopt;
-  for (size_t i = 0; i < env->size();) {
-    size_t end = env->find('\0', i);
-    if (end == std::string::npos) end = env->size();
-    std::string_view entry(env->data() + i, end - i);
+// The value of `name` in a process's initial environment (the NUL-separated
+// text of /proc/<pid>/environ), if set.
+std::optional<std::string> environ_value(std::string_view env, std::string_view name) {
+  for (size_t i = 0; i < env.size();) {
+    size_t end = env.find('\0', i);
+    if (end == std::string_view::npos) end = env.size();
+    std::string_view entry = env.substr(i, end - i);
     if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=')
       return std::string(entry.substr(name.size() + 1));
     i = end + 1;
@@ -265,8 +263,19 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
       for (ThreadSample& t : ps.threads)
         if (auto it = stacks.find(t.tid); it != stacks.end()) t.stack = std::move(it->second);
     }
+    // Its rank, as the launcher set it: torchrun/torch.distributed, Open MPI,
+    // MPICH/Hydra, Slurm. (Another user's environment is not readable.)
+    const std::string env = host.read_file(dir + "/environ", 1 << 20).value_or("");
+    for (const char* variable : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+      std::optional<std::string> v = environ_value(env, variable);
+      if (v && !v->empty() && v->size() <= 7 && std::all_of(v->begin(), v->end(), ::isdigit)) {
+        ps.rank = static_cast<u32>(std::stoul(*v));
+        ps.rank_variable = variable;
+        break;
+      }
+    }
     std::optional<unsigned> master_port;
-    if (std::optional<std::string> v = environ_value(host, pid, "MASTER_PORT"))
+    if (std::optional<std::string> v = environ_value(env, "MASTER_PORT"))
       if (!v->empty() && v->size() <= 5 && std::all_of(v->begin(), v->end(), ::isdigit))
         master_port = static_cast<unsigned>(std::stoul(*v));
     if (std::optional<std::vector<std::string>> fds = host.list_dir(dir + "/fd")) {

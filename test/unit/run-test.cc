@@ -405,6 +405,91 @@ time.sleep(60)
   EXPECT_EQ(all.find("FFFF"), std::string::npos) << all;
 }
 
+// Ranks of a distributed job: rank from the launcher's variables in each
+// process's environment, main threads grouped by where they are, and the
+// rank that is not where the others are named first, with its pid in the fix.
+TEST(HangAnalysis, TheRankNotInTheCollectiveIsNamedFirst) {
+  mld::test::TempDir t;
+  const std::string proc = t.path() + "/proc";
+  mld::test::make_dirs(proc + "/net");
+  auto process = [&](long pid, const std::string& env, const char* syscall, const char* wchan) {
+    const std::string dir = proc + "/" + std::to_string(pid);
+    const std::string task = dir + "/task/" + std::to_string(pid);
+    mld::test::make_dirs(task);
+    mld::test::write_file(dir + "/cmdline", std::string("python3\0train.py\0", 17));
+    mld::test::write_file(dir + "/environ", env);
+    mld::test::write_file(task + "/comm", "python3\n");
+    mld::test::write_file(task + "/stat",
+                          std::to_string(pid) + " (python3) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0\n");
+    mld::test::write_file(task + "/wchan", wchan);
+    mld::test::write_file(task + "/syscall",
+                          std::string(syscall) + " 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffc 0x7f00\n");
+  };
+  const std::string env = std::string("PATH=/usr/bin\0MASTER_PORT=29500\0", 32);
+  process(5000, env + std::string("RANK=0\0", 7), "202", "futex_wait_queue");   // futex
+  process(5001, env + std::string("RANK=1\0", 7), "230", "hrtimer_nanosleep");  // clock_nanosleep
+  process(5002, env + std::string("OMPI_COMM_WORLD_RANK=2\0", 23), "202", "futex_wait_queue");
+  process(5003, env + std::string("SLURM_PROCID=3\0", 15), "202", "futex_wait_queue");
+  process(4999, env, "61", "do_wait");  // the launcher: no rank
+  host::Host host(t.path(), {});
+  HangSample s = sample_processes(host, {4999, 5000, 5001, 5002, 5003}, 30);
+  ASSERT_EQ(s.processes.size(), 5u);
+  EXPECT_FALSE(s.processes[0].rank);
+  ASSERT_TRUE(s.processes[3].rank);
+  EXPECT_EQ(*s.processes[3].rank, 2u);
+  EXPECT_EQ(s.processes[3].rank_variable, "OMPI_COMM_WORLD_RANK");
+  FindingList found;
+  analyse_hang(s, host, "/nonexistent", nullptr, found);
+  ASSERT_FALSE(found.findings.empty());
+  const Finding& f = found.findings[0];
+  EXPECT_EQ(f.rule, "RUN002");
+  EXPECT_NE(f.message.find("rank 1 is not where ranks 0, 2–3 are (main thread in clock_nanosleep "
+                           "in hrtimer_nanosleep)"),
+            std::string::npos)
+      << f.message;
+  ASSERT_GE(f.evidence.size(), 2u);
+  EXPECT_EQ(f.evidence[0].text,
+            "rank 1 (pid 5001), main thread: clock_nanosleep in hrtimer_nanosleep");
+  EXPECT_EQ(f.evidence[1].text,
+            "ranks 0, 2–3 (pid 5000, 5002, 5003), main thread: futex in futex_wait_queue");
+  EXPECT_NE(f.fix.find("rank 1 is doing"), std::string::npos) << f.fix;
+  EXPECT_NE(f.fix.find("py-spy dump --pid 5001"), std::string::npos) << f.fix;
+
+  // Two ranks in two places: neither is called the odd one.
+  HangSample two = sample_processes(host, {5000, 5001}, 30);
+  FindingList found2;
+  analyse_hang(two, host, "/nonexistent", nullptr, found2);
+  ASSERT_FALSE(found2.findings.empty());
+  EXPECT_NE(found2.findings[0].message.find("the ranks' main threads are in 2 different places"),
+            std::string::npos)
+      << found2.findings[0].message;
+  // Two ranks, one of them waiting inside torch.distributed (native stacks
+  // as the live sampler reads them): the other is the odd one.
+  two.processes[0].threads[0].stack = {
+      "__futex_abstimed_wait_common (libc.so.6)",
+      "c10d::Work::wait(std::chrono::duration<long, std::ratio<1l, 1000l> >) "
+      "(libtorch_cpu.so.1.13.0)"};
+  two.processes[1].threads[0].stack = {"clock_nanosleep@GLIBC_2.2.5 (libc.so.6)",
+                                       "?? (python3.11)"};
+  FindingList split;
+  analyse_hang(two, host, "/nonexistent", nullptr, split);
+  ASSERT_FALSE(split.findings.empty());
+  EXPECT_NE(split.findings[0].message.find(
+                "rank 1 is not where rank 0 waits in a collective (main thread in "
+                "clock_nanosleep in hrtimer_nanosleep)"),
+            std::string::npos)
+      << split.findings[0].message;
+  EXPECT_NE(split.findings[0].fix.find("py-spy dump --pid 5001"), std::string::npos);
+  // All in one place.
+  HangSample same = sample_processes(host, {5000, 5002, 5003}, 30);
+  FindingList found3;
+  analyse_hang(same, host, "/nonexistent", nullptr, found3);
+  ASSERT_FALSE(found3.findings.empty());
+  EXPECT_NE(found3.findings[0].message.find("ranks 0, 2–3 all wait in one place"),
+            std::string::npos)
+      << found3.findings[0].message;
+}
+
 // A job hung on extension build locks: the hang first, naming the stale
 // lock as the cause, then each lock's finding in the order of its build
 // directory (a held one before a stale one here).

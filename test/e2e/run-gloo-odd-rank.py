@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+# labels: slow scenario
+"""A distributed job where one rank never reaches the collective (issue 19):
+2 and 4 ranks of Debian's torch with the gloo backend, started by a small
+launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
+as torchrun does (Debian's torch 1.13 torchrun fails on Python 3.11 in
+`to_map`, with or without mldoctor). The odd rank sleeps before all_reduce;
+the others wait in it.
+
+Oracle: the job itself. Every rank prints "rank R up" after
+init_process_group and "rank R done" after all_reduce; the odd rank is the
+one the launcher told to sleep, so the job is hung when every rank is up and
+none is done.
+
+mldoctor half: `run --hang-timeout 10 --kill-on-hang` reports RUN002 naming
+the odd rank as not where the others wait in a collective, lists it first
+with its pid (the pid the job gave it), groups the waiting ranks in one line,
+and the fix points at that pid.
+"""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from mldtest import check, check_in, finish, scratch  # noqa: E402
+from scenarios import PY, expect_finding, run_traced, scenario_env, skip_unless  # noqa: E402
+
+skip_unless("torch")
+HANG = 10
+t = scratch()
+rank_py = os.path.join(t, "rank.py")
+with open(rank_py, "w") as f:
+    f.write("import os, time\n"
+            "import torch\n"
+            "import torch.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "rank = dist.get_rank()\n"
+            "print('rank %d up pid %d' % (rank, os.getpid()), flush=True)\n"
+            "if rank == int(os.environ['ODD_RANK']):\n"
+            "    time.sleep(600)\n"
+            "t = torch.ones(4)\n"
+            "dist.all_reduce(t)\n"
+            "print('rank %d done' % rank, flush=True)\n")
+launch_py = os.path.join(t, "launch.py")
+with open(launch_py, "w") as f:
+    f.write("import os, socket, subprocess, sys\n"
+            "n, odd = int(sys.argv[1]), sys.argv[2]\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+            "procs = [subprocess.Popen([sys.executable, sys.argv[3]], env=dict(os.environ,\n"
+            "    RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR='127.0.0.1',\n"
+            "    MASTER_PORT=str(port), ODD_RANK=odd)) for r in range(n)]\n"
+            "sys.exit(max(p.wait() for p in procs))\n")
+env = scenario_env()
+for n, odd in ((2, 1), (4, 2)):
+    doc, job = run_traced([PY, launch_py, str(n), str(odd), rank_py], env, timeout=HANG + 300,
+                          extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
+    up = dict((int(r), int(p)) for r, p in re.findall(r"rank (\d+) up pid (\d+)", job.stdout))
+    print("%d ranks: exit %d, up %r" % (n, job.returncode, sorted(up)))
+    check(sorted(up) == list(range(n)), "%d ranks: every rank got through init_process_group: %r" % (n, job.stdout))
+    check("done" not in job.stdout, "%d ranks: no rank got through all_reduce (the real hang)" % n)
+    hang = expect_finding(doc, "RUN002", "%d ranks: the hang" % n)
+    if not hang:
+        continue
+    print("RUN002:", hang["message"])
+    waiting = [r for r in range(n) if r != odd]
+    names = {2: "rank 0", 4: "ranks 0–1, 3"}[n]
+    texts = [e.get("text", "") for e in hang.get("evidence") or [] if isinstance(e, dict)]
+    if any("no native stacks" in x for x in texts):
+        # Without stacks only a majority tells the odd rank (the report says why).
+        print("no native stacks here:", [x for x in texts if "no native stacks" in x][:1])
+        if n == 2:
+            check_in("the ranks' main threads are in 2 different places", hang["message"],
+                     "2 ranks without stacks: both places, neither called odd")
+            continue
+        check_in("rank 2 is not where ranks 0–1, 3 are", hang["message"], "4 ranks: the odd rank")
+    else:
+        check_in("rank %d is not where %s wait%s in a collective" % (odd, names, "s" if n == 2 else ""),
+                 hang["message"], "%d ranks: the odd rank and the waiting ones are named" % n)
+    check(texts and texts[0].startswith("rank %d (pid %d), main thread: clock_nanosleep" % (odd, up.get(odd, -1))),
+          "%d ranks: the odd rank comes first, with the pid the job gave it: %r" % (n, texts[:2]))
+    check(len(texts) > 1 and texts[1].startswith("%s (pid %s), main thread:" % (
+        names, ", ".join(str(up.get(r, -1)) for r in waiting))),
+          "%d ranks: the waiting ranks are one line: %r" % (n, texts[1:2]))
+    check(len(texts) > 1 and ("c10d::Work::wait(" in texts[1] or "no native stacks" in " ".join(texts)),
+          "%d ranks: they wait in c10d::Work::wait (demangled), or the report says why there are no stacks" % n)
+    check_in("py-spy dump --pid %d" % up.get(odd, -1), hang.get("fix", ""), "%d ranks: the fix points at the odd rank" % n)
+finish(os.path.basename(__file__))
