@@ -219,15 +219,15 @@ struct sigaction MappingGuard::previous {};
 // Feeds a regular file from a read-only mapping, one block at a time; a
 // block's pages are dropped from this process (not from the page cache)
 // once it is scanned, so the resident size stays that of a few blocks.
-// Returns false, having fed nothing, when the file cannot be mapped (or
-// another scan holds the guard); the caller then reads it.
 //
-// Whether mapping beats read() depends on the machine: on this one the
-// kernel maps the page cache's large folios at once (70 ns a 4 KiB page);
-// the machine of 2026-11-23 in docs/benchmarks.md took 3 µs a page in
-// first-touch faults, several times what copying the page out costs. So the first block's pages are
-// touched and timed, and where that was slower than kMaxNsPerPage (or
-// MLDOCTOR_LOG_MAP_MAX_NS) the rest of the file is read instead.
+// Whether mapping beats read() depends on the machine: on the one of
+// 2026-11-26 in docs/benchmarks.md the kernel maps the page cache's large
+// folios at once (70 ns a 4 KiB page); the machine of 2026-11-23 took 3 µs
+// a page in first-touch faults, several times what copying the page out
+// costs. So the first block's pages are touched and timed, and where that
+// was slower than kMaxNsPerPage (or MLDOCTOR_LOG_MAP_MAX_NS) the rest of
+// the file is read instead.
+//
 // Returns the bytes scanned from the mapping (the caller reads the rest),
 // or nullopt, having fed nothing, when the file cannot be mapped (or
 // another scan holds the guard).
