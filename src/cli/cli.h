@@ -104,10 +104,31 @@ struct RunOptions {
 // started command, except on a tool error before it).
 int run_run(const CommonOptions& common, const RunOptions& opts);
 
+struct StacksOptions {
+  std::vector<long> pids;
+  bool tree = false;    // --tree: each pid and its descendants
+  bool native = false;  // --native: native frames too (threads stop while unwound)
+};
+// `mldoctor stacks PID...`: the Python stacks of running processes.
+int run_stacks(const CommonOptions& common, const StacksOptions& opts);
+
 // What one command line asks for, parsed and validated once (main.cc):
 // the command and the options of that command, each in its struct; main
 // dispatches on `command` once.
-enum class Command { Check, Fix, Fleet, Diff, Libs, Logs, Rules, Explain, Jit, Snapshot, Run };
+enum class Command {
+  Check,
+  Fix,
+  Fleet,
+  Diff,
+  Libs,
+  Logs,
+  Rules,
+  Explain,
+  Jit,
+  Snapshot,
+  Run,
+  Stacks
+};
 struct Invocation {
   Command command = Command::Check;
   CommonOptions common;
@@ -118,6 +139,7 @@ struct Invocation {
   JitCliOptions jit;
   SnapshotOptions snapshot;
   RunOptions run;
+  StacksOptions stacks;
   std::vector<std::string> diff_paths;
   std::string explain_id;
 };

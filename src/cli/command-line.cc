@@ -131,6 +131,18 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   run_cmd->add_option("command", in.run.argv, "the command and its arguments, after --")
       ->type_name(kValueProgram);
   add_common(run_cmd);
+  stacks_cmd = app.add_subcommand(
+      "stacks",
+      "the Python stack of every thread of running processes, read without stopping them "
+      "(CPython 3.8-3.13), with what each thread waits in");
+  stacks_cmd->group(kGroupDiagnose);
+  stacks_cmd->add_option("PID", in.stacks.pids, "process ids")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  stacks_cmd->add_flag("--tree", in.stacks.tree, "each PID and all its descendants");
+  stacks_cmd->add_flag("--native", in.stacks.native,
+                       "native frames too (libdw: each thread stops while it is unwound)");
+  add_common(stacks_cmd);
   logs_cmd = app.add_subcommand(
       "logs", "diagnose log files or a stream against the knowledge base (gzip is read as is)");
   logs_cmd->group(kGroupDiagnose);

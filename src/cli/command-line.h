@@ -41,7 +41,7 @@ struct CommandLine {
 
   CLI::App *libs_cmd = nullptr, *logs_cmd = nullptr, *check_cmd = nullptr, *fix_cmd = nullptr,
            *jit_cmd = nullptr, *snapshot_cmd = nullptr, *run_cmd = nullptr, *fleet_cmd = nullptr,
-           *diff_cmd = nullptr, *rules_cmd = nullptr, *explain_cmd = nullptr;
+           *diff_cmd = nullptr, *rules_cmd = nullptr, *explain_cmd = nullptr, *stacks_cmd = nullptr;
 };
 
 // The exit statuses every command but `run` shares (help footer, man page);

@@ -43,7 +43,7 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
       {cl.libs_cmd, Command::Libs},   {cl.logs_cmd, Command::Logs},
       {cl.rules_cmd, Command::Rules}, {cl.explain_cmd, Command::Explain},
       {cl.jit_cmd, Command::Jit},     {cl.snapshot_cmd, Command::Snapshot},
-      {cl.run_cmd, Command::Run}};
+      {cl.run_cmd, Command::Run},     {cl.stacks_cmd, Command::Stacks}};
   const auto chosen = std::find_if(std::begin(commands), std::end(commands),
                                    [](const auto& c) { return c.first->parsed(); });
   if (chosen == std::end(commands)) return 2;  // require_subcommand(1) rules this out
@@ -90,6 +90,7 @@ int dispatch(const Invocation& in, int* argc, char*** argv) {
     case Command::Jit: return run_jit(in.common, in.jit);
     case Command::Snapshot: return run_snapshot(in.common, in.snapshot);
     case Command::Run: return run_run(in.common, in.run);
+    case Command::Stacks: return run_stacks(in.common, in.stacks);
   }
   return 2;
 }

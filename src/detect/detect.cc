@@ -89,3 +89,47 @@ StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq,
 }
 
 }  // namespace mld::detect
+
+namespace mld::detect {
+
+namespace {
+
+// Where an installed package's or the standard library's files start:
+// ".../site-packages/", ".../dist-packages/", ".../lib/python3.11/".
+size_t library_prefix_end(std::string_view file) {
+  for (std::string_view marker : {"/site-packages/", "/dist-packages/"})
+    if (size_t at = file.rfind(marker); at != std::string_view::npos) return at + marker.size();
+  for (size_t at = file.find("/lib/python"); at != std::string_view::npos;
+       at = file.find("/lib/python", at + 1)) {
+    const size_t slash = file.find('/', at + 11);
+    if (slash != std::string_view::npos) {
+      const std::string_view version = file.substr(at + 11, slash - at - 11);
+      if (!version.empty() && version.find_first_not_of("0123456789.") == std::string_view::npos)
+        return slash + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::string short_python_file(std::string_view file) {
+  const size_t end = library_prefix_end(file);
+  return std::string(end == std::string_view::npos ? file : file.substr(end));
+}
+
+std::string python_frame_text(const PythonFrame& f) {
+  return f.function + " (" + short_python_file(f.file) +
+         (f.line > 0 ? ":" + std::to_string(f.line) : std::string()) + ")";
+}
+
+const PythonFrame* user_python_frame(const std::vector<PythonFrame>& frames) {
+  for (const PythonFrame& f : frames) {
+    if (f.file.starts_with("<frozen") || library_prefix_end(f.file) != std::string_view::npos)
+      continue;
+    return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace mld::detect

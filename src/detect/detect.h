@@ -219,13 +219,33 @@ struct DeathFacts {
 // A job that stopped making progress, as `run`'s watchdog read it from /proc
 // while it hung: each process's threads (where they wait, their native
 // stacks), open files, sockets and file locks.
+// A Python frame of a thread (src/pystack read it from the interpreter).
+struct PythonFrame {
+  std::string function;  // co_name ("<module>" for a script's top level)
+  std::string file;      // co_filename as the interpreter holds it
+  int line = 0;          // 0: unknown
+};
+
+// A file as people read it in a stack: after site-packages/ or
+// dist-packages/ ("torch/utils/file_baton.py"), after lib/pythonX.Y/ for the
+// standard library ("threading.py"), else as given.
+std::string short_python_file(std::string_view file);
+// "wait (torch/utils/file_baton.py:42)", as py-spy writes a frame.
+std::string python_frame_text(const PythonFrame& f);
+// The innermost frame of the user's own code (not the standard library,
+// not an installed package, not frozen import machinery); nullptr if none.
+const PythonFrame* user_python_frame(const std::vector<PythonFrame>& frames);
+
 struct ThreadSample {
   long tid = 0;
   std::string comm;
   char state = '?';
   std::string wchan;
-  std::string syscall;             // "futex", "clock_nanosleep", "running", ...
-  std::vector<std::string> stack;  // native frames, innermost first: "futex_wait (libc.so.6)"
+  std::string syscall;              // "futex", "clock_nanosleep", "running", ...
+  std::vector<std::string> stack;   // native frames, innermost first: "futex_wait (libc.so.6)"
+  std::vector<PythonFrame> python;  // Python frames, innermost first (a CPython thread)
+  u64 python_thread_id = 0;         // its threading.get_ident() (a pthread_t), 0 if none
+  std::string python_note;          // why its Python stack is incomplete
 };
 
 struct ProcessSample {
@@ -240,6 +260,12 @@ struct ProcessSample {
   std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
   std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
   std::string stacks_error;             // why there are no native stacks
+  bool cpython = false;                 // the process runs a CPython interpreter
+  std::string python_version;           // "3.11.2"
+  std::string python_interpreter;       // the file that defines _PyRuntime
+  // Why the Python stacks were not read: for a CPython process (permission,
+  // an unsupported release), or why the process is not taken for one.
+  std::string python_error;
 };
 
 struct HangSample {

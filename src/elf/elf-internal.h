@@ -109,7 +109,7 @@ struct StringTable {
   std::optional<std::string_view> find(u64 off) const;
 };
 
-inline constexpr u32 SHT_PROGBITS = 1, SHT_STRTAB = 3, SHT_NOTE = 7, SHT_NOBITS = 8,
+inline constexpr u32 SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3, SHT_NOTE = 7, SHT_NOBITS = 8,
                      SHT_DYNSYM = 11;
 inline constexpr u64 SHN_XINDEX = 0xffff;
 

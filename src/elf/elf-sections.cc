@@ -126,3 +126,48 @@ std::vector<std::string_view> ElfFile::comments() const {
 }
 
 }  // namespace mld::elf
+
+namespace mld::elf {
+
+std::vector<std::optional<u64>> ElfFile::symbol_values(
+    const std::vector<std::string_view>& names) const {
+  std::vector<std::optional<u64>> out(names.size());
+  size_t missing = names.size();
+  auto note = [&](std::string_view name, u64 value) {
+    for (size_t i = 0; i < names.size(); i++) {
+      if (!out[i] && names[i] == name) {
+        out[i] = value;
+        missing--;
+      }
+    }
+  };
+  for (const DynamicSymbol& s : dynamic_symbols()) {
+    if (s.defined() && !s.name.empty()) note(s.name, s.value);
+  }
+  if (missing == 0 || e_shoff_ == 0) return out;
+  // .symtab: {st_name, st_info, st_other, st_shndx, st_value, st_size} in
+  // ELF64, {st_name, st_value, st_size, st_info, st_other, st_shndx} in ELF32;
+  // its strings are in the section sh_link names.
+  const detail::Reader fr{src_.get(), 0, src_->size(), is_64_, big_endian_};
+  const detail::SectionTable t =
+      detail::make_section_table(fr, e_shoff_, e_shentsize_, e_shnum_, e_shstrndx_);
+  for (u64 i = 1; i < t.count && missing > 0; i++) {
+    const detail::SectionHeader sh = t.at(i);
+    if (sh.sh_type != detail::SHT_SYMTAB || sh.sh_link == 0 || sh.sh_link >= t.count) continue;
+    const detail::SectionHeader strsh = t.at(sh.sh_link);
+    const detail::Reader strings = t.contents_reader(strsh, ".strtab");
+    const detail::StringTable strtab{src_.get(), strings.base_offset(), strings.size()};
+    const u64 entsize = is_64_ ? 24 : 16;
+    const detail::Reader syms = t.contents_reader(sh, ".symtab");
+    syms.for_each_entry(syms.size() / entsize, entsize, ".symtab", [&](ByteView e) {
+      const u32 st_name = e.u32_at(0, big_endian_);
+      const u16 shndx = e.u16_at(is_64_ ? 6 : 14, big_endian_);
+      if (st_name == 0 || shndx == SHN_UNDEF || st_name >= strtab.size) return;
+      const u64 value = is_64_ ? e.u64_at(8, big_endian_) : e.u32_at(4, big_endian_);
+      if (std::optional<std::string_view> name = strtab.find(st_name)) note(*name, value);
+    });
+  }
+  return out;
+}
+
+}  // namespace mld::elf

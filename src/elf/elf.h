@@ -177,6 +177,11 @@ class ElfFile {
   // without either table are searched linearly. Throws ParseError on
   // malformed tables.
   bool defines_symbol(std::string_view name) const;
+  // The st_value of each defined symbol of `names` (any binding): from the
+  // dynamic symbol table, else from .symtab (the static symbols of a file
+  // that is not stripped); nullopt for a name found in neither. One pass over
+  // each table, whatever the number of names.
+  std::vector<std::optional<u64>> symbol_values(const std::vector<std::string_view>& names) const;
   // Names of the defined, non-local STT_TLS dynamic symbols (what another
   // object's TLS reference can bind to), without decoding every symbol.
   std::vector<std::string_view> tls_definitions() const;

@@ -195,8 +195,15 @@ bool native_stacks_available();
 // The pids of `root` and its descendants (via /proc/<pid>/task/*/children,
 // else the ppid of every process).
 std::vector<long> process_tree(const host::Host& host, long root);
+// What a sample reads besides /proc: native stacks (libdw; each thread
+// stops while it is unwound) and Python stacks (read from outside, nothing
+// stops). Both only on the live machine.
+struct SampleOptions {
+  bool native_stacks = true;
+  bool python_stacks = true;
+};
 HangSample sample_processes(const host::Host& host, const std::vector<long>& pids,
-                            double idle_seconds);
+                            double idle_seconds, const SampleOptions& options = {});
 
 // Progress of a process tree: CPU time, bytes written, trace events.
 struct Progress {

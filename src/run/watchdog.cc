@@ -24,6 +24,7 @@
 
 #include "detect/detect.h"
 #include "jit/jit.h"
+#include "pystack/pystack.h"
 #include "run/run.h"
 
 namespace mld::run {
@@ -168,6 +169,34 @@ std::optional<std::string> environ_value(std::string_view env, std::string_view 
   return std::nullopt;
 }
 
+// The Python stack of each thread of a CPython process; a process that is
+// not CPython gets nothing, one that is but cannot be read says why.
+void add_python_stacks(ProcessSample& ps) {
+  const pystack::Process py = pystack::read_stacks(ps.pid);
+  ps.cpython = py.cpython;
+  ps.python_version = py.version;
+  ps.python_interpreter = py.runtime_object;
+  ps.python_error = py.error;
+  for (const pystack::Thread& t : py.threads) {
+    auto it = std::find_if(ps.threads.begin(), ps.threads.end(),
+                           [&](const ThreadSample& s) { return t.tid != 0 && s.tid == t.tid; });
+    if (it == ps.threads.end()) {
+      // A thread state whose kernel thread is not known (or has gone).
+      if (t.frames.empty()) continue;
+      char id[32];
+      std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(t.thread_id));
+      ThreadSample extra;
+      extra.tid = t.tid;
+      extra.comm = std::string("Python thread ") + id;
+      ps.threads.push_back(std::move(extra));
+      it = ps.threads.end() - 1;
+    }
+    it->python_thread_id = t.thread_id;
+    for (const pystack::Frame& f : t.frames) it->python.push_back({f.function, f.file, f.line});
+    it->python_note = t.note;
+  }
+}
+
 }  // namespace
 
 std::vector<long> process_tree(const host::Host& host, long root) {
@@ -213,7 +242,7 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
 }
 
 HangSample sample_processes(const host::Host& host, const std::vector<long>& pids,
-                            double idle_seconds) {
+                            double idle_seconds, const SampleOptions& options) {
   HangSample s;
   s.idle_seconds = idle_seconds;
   std::map<std::string, Socket> sockets = socket_table(host);
@@ -258,11 +287,13 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     }
     // Native stacks: only of the live machine (not under --root) and of
     // processes that are ours to attach to.
-    if (host.is_live_root()) {
+    if (host.is_live_root() && options.native_stacks) {
       std::map<long, std::vector<std::string>> stacks = native_stacks(pid, &ps.stacks_error);
       for (ThreadSample& t : ps.threads)
         if (auto it = stacks.find(t.tid); it != stacks.end()) t.stack = std::move(it->second);
     }
+    // Python stacks, read from the interpreter's memory (the job runs on).
+    if (host.is_live_root() && options.python_stacks) add_python_stacks(ps);
     // Its rank, as the launcher set it: torchrun/torch.distributed, Open MPI,
     // MPICH/Hydra, Slurm. (Another user's environment is not readable.)
     const std::string env = host.read_file(dir + "/environ", 1 << 20).value_or("");

@@ -74,7 +74,7 @@ def main():
     zsh_src = open(os.path.join(DOCS, "_mldoctor")).read()
     fish_src = open(os.path.join(DOCS, "mldoctor.fish")).read()
     table = commands_and_options()
-    check_eq(sorted(table), sorted(["check", "fix", "fleet", "diff", "run", "logs", "jit", "snapshot", "libs", "rules", "explain"]), "commands in --help")
+    check_eq(sorted(table), sorted(["check", "fix", "fleet", "diff", "run", "logs", "jit", "snapshot", "stacks", "libs", "rules", "explain"]), "commands in --help")
 
     # --help grouped by the task a person comes with.
     top = run(["--help"]).stdout
