@@ -13,12 +13,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "loader/loader.h"
 #include "logs/logs.h"
 #include "render/run-report.h"
+#include "render/stacks-report.h"
 #include "report/report.h"
 #include "run/run.h"
 
@@ -93,6 +95,32 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
     FindingList found;
     run::analyse_hang(s, host, cwd, full_rules ? &rule_set : nullptr, found);
+    // The Python stacks through the log rules' stack signatures (JIT023 for
+    // a thread in FileBaton.wait(), DIST019 for a rank in a collective...):
+    // one rule, whether the stack was pasted in a log or read from the job.
+    // Each process is its own dump (the log reader follows one dump at a
+    // time); a signature several processes match is one finding with each
+    // process's frame as evidence.
+    std::map<std::pair<std::string, std::string>, size_t> seen;
+    for (const detect::ProcessSample& p : s.processes) {
+      const std::string dump = render::pyspy_text(p);
+      if (dump.empty() || !load_matcher()) continue;
+      logs::Scanner scan(matcher,
+                         logs::ScanOptions{0, "Python stacks of pid " + std::to_string(p.pid), 1});
+      scan.feed(ByteView(dump));
+      scan.finish();
+      for (const logs::LogFinding* lf : scan.findings()) {
+        const auto key = std::make_pair(lf->finding.rule, lf->finding.subject);
+        if (auto it = seen.find(key); it != seen.end()) {
+          Finding& first = found.findings[it->second];
+          if (!lf->finding.evidence.empty() && first.evidence.size() < 16)
+            first.evidence.push_back(lf->finding.evidence.front());
+          continue;
+        }
+        seen[key] = found.findings.size();
+        found.add(Finding(lf->finding));
+      }
+    }
     if (common.format != OutputFormat::Json) print_hang(out, found.findings, common);
     for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
   };

@@ -77,6 +77,24 @@ void print_stacks(std::FILE* out, const run::HangSample& sample, bool color) {
   }
 }
 
+std::string pyspy_text(const detect::ProcessSample& p) {
+  std::string out;
+  const std::string prefix = p.rank ? "[rank" + std::to_string(*p.rank) + "]: " : "";
+  for (const detect::ThreadSample& t : p.threads) {
+    if (t.python.empty()) continue;
+    if (out.empty()) {
+      out += prefix + "Process " + std::to_string(p.pid) + ": " + p.command + "\n";
+      out += prefix + "Python v" + p.python_version + " (" + p.python_interpreter + ")\n";
+    }
+    out += prefix + "Thread " + std::to_string(t.tid) +
+           (t.syscall == "running" ? " (active): \"" : " (idle): \"") +
+           (t.tid == p.pid ? "MainThread" : t.comm) + "\"\n";
+    for (const detect::PythonFrame& f : t.python)
+      out += prefix + "    " + detect::python_frame_text(f) + "\n";
+  }
+  return out;
+}
+
 nlohmann::json stacks_json(const run::HangSample& sample) {
   using nlohmann::json;
   json processes = json::array();

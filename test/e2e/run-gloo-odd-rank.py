@@ -13,9 +13,11 @@ one the launcher told to sleep, so the job is hung when every rank is up and
 none is done.
 
 mldoctor half: `run --hang-timeout 10 --kill-on-hang` reports RUN002 naming
-the odd rank as not where the others wait in a collective, lists it first
-with its pid (the pid the job gave it), groups the waiting ranks in one line,
-and the fix points at that pid.
+the odd rank as not where the others wait in a collective, with its Python
+line (rank.py:8, the sleep) and theirs (all_reduce at rank.py:10), read from
+the ranks' interpreters; lists it first with its pid (the pid the job gave
+it), groups the waiting ranks in one line, and the fix names the odd rank,
+its line and its pid.
 """
 import os
 import re
@@ -65,23 +67,36 @@ for n, odd in ((2, 1), (4, 2)):
     waiting = [r for r in range(n) if r != odd]
     names = {2: "rank 0", 4: "ranks 0–1, 3"}[n]
     texts = [e.get("text", "") for e in hang.get("evidence") or [] if isinstance(e, dict)]
-    if any("no native stacks" in x for x in texts):
-        # Without stacks only a majority tells the odd rank (the report says why).
-        print("no native stacks here:", [x for x in texts if "no native stacks" in x][:1])
-        if n == 2:
-            check_in("the ranks' main threads are in 2 different places", hang["message"],
-                     "2 ranks without stacks: both places, neither called odd")
-            continue
-        check_in("rank 2 is not where ranks 0–1, 3 are", hang["message"], "4 ranks: the odd rank")
-    else:
-        check_in("rank %d is not where %s wait%s in a collective" % (odd, names, "s" if n == 2 else ""),
-                 hang["message"], "%d ranks: the odd rank and the waiting ones are named" % n)
+    # The Python stacks are read from outside (no ptrace): the odd rank is
+    # named with its line, the waiting ones with the collective and theirs.
+    check_in("rank %d is not where %s wait%s in a collective" % (odd, names, "s" if n == 2 else ""),
+             hang["message"], "%d ranks: the odd rank and the waiting ones are named" % n)
+    check_in("rank %d: at rank.py:8 (<module>), main thread in clock_nanosleep" % odd, hang["message"],
+             "%d ranks: the odd rank's Python line (time.sleep at rank.py:8)" % n)
+    check_in("%s: all_reduce at rank.py:10 (<module>)" % names, hang["message"],
+             "%d ranks: the waiting ranks' collective and line" % n)
     check(texts and texts[0].startswith("rank %d (pid %d), main thread: clock_nanosleep" % (odd, up.get(odd, -1))),
           "%d ranks: the odd rank comes first, with the pid the job gave it: %r" % (n, texts[:2]))
     check(len(texts) > 1 and texts[1].startswith("%s (pid %s), main thread:" % (
         names, ", ".join(str(up.get(r, -1)) for r in waiting))),
           "%d ranks: the waiting ranks are one line: %r" % (n, texts[1:2]))
-    check(len(texts) > 1 and ("c10d::Work::wait(" in texts[1] or "no native stacks" in " ".join(texts)),
-          "%d ranks: they wait in c10d::Work::wait (demangled), or the report says why there are no stacks" % n)
-    check_in("py-spy dump --pid %d" % up.get(odd, -1), hang.get("fix", ""), "%d ranks: the fix points at the odd rank" % n)
+    check(len(texts) > 1 and "all_reduce (torch/distributed/distributed_c10d.py:" in texts[1],
+          "%d ranks: they wait in torch.distributed's all_reduce: %r" % (n, texts[1:2]))
+    check(any("c10d::Work::wait(" in x for x in texts) or any("no native stacks" in x for x in texts),
+          "%d ranks: native frames in c10d::Work::wait (demangled), or the report says why there are none" % n)
+    check(any(x.startswith("    Python: <module> (") and "rank.py:8)" in x for x in texts),
+          "%d ranks: the odd rank's main thread's Python stack is shown" % n)
+    # The same stack signature as a pasted dump (DIST019), from the live
+    # frames of each waiting rank: one finding, every waiting rank's frame.
+    coll = expect_finding(doc, "DIST019", "%d ranks: the collective wait, from the stack rule logs use" % n)
+    if coll:
+        ev = " ".join(e.get("text", "") for e in coll.get("evidence") or [] if isinstance(e, dict))
+        for r in waiting:
+            check_in("[rank%d]:     all_reduce (torch/distributed/distributed_c10d.py:" % r, ev,
+                     "%d ranks: DIST019 shows waiting rank %d's frame" % (n, r))
+        check("[rank%d]:" % odd not in ev, "%d ranks: not the odd rank's" % n)
+    fix = hang.get("fix", "")
+    check_in("look at what rank %d is doing at rank.py:8 (<module>) instead of joining the others in "
+             "all_reduce at rank.py:10 (<module>) (pid %d; its whole stack: mldoctor stacks %d)"
+             % (odd, up.get(odd, -1), up.get(odd, -1)), fix, "%d ranks: the fix names the odd rank, its line and pid" % n)
 finish(os.path.basename(__file__))

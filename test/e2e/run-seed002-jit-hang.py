@@ -13,11 +13,14 @@ os.path.exists(lock) every 0.1 s).
 
 mldoctor half: `run --hang-timeout 20 --kill-on-hang` reports RUN002 (no
 progress, the job waiting for a build lock no process holds, with where its
-threads sleep, with their native stacks) and JIT001 whose subject is T/x2/lock, with the fix
+threads sleep, with their native stacks and the Python stack read from the
+interpreter: file_baton's wait under _jit_compile under the script's line),
+JIT023 (the same stack signature a pasted py-spy dump matches) and JIT001 whose subject is T/x2/lock, with the fix
 `mldoctor jit --fix`; the job is then stopped (SIGTERM) and the report says
 so. The hang must be reported within the timeout plus the job's start-up.
 """
 import os
+import re
 import sys
 import time
 
@@ -61,6 +64,15 @@ if hang:
     check_in("mldoctor jit --fix", hang.get("fix", ""), "the fix")
     check("(libc.so.6)" in text or "no native stacks:" in text,
           "native stacks of the waiting thread, or the reason there are none:\n" + text)
+    # The Python stack read from the job's interpreter: FileBaton.wait under
+    # _jit_compile under the script's own line (`python -c`: "<string>", line 3).
+    py = [l for l in text.splitlines() if "Python: " in l]
+    check(any(re.search(r"wait \(torch/utils/file_baton\.py:\d+\) <- _jit_compile \(torch/utils/cpp_extension\.py:\d+\)", l)
+              and re.search(r"<- <module> \(<string>:3\)$", l) for l in py),
+          "the main thread's Python stack: file_baton wait under _jit_compile under the script's line 3:\n" + "\n".join(py))
+stack = expect_finding(doc, "JIT023", "the wait, from the same stack signature as in a pasted dump")
+if stack:
+    check_in("file_baton.py", finding_text(stack), "JIT023's evidence is the live frame")
 stale = expect_finding(doc, "JIT001", "the stale lock")
 if stale:
     check(stale["subject"] == lock, "JIT001 names the lock path %s: %r" % (lock, stale["subject"]))

@@ -1,6 +1,7 @@
 // RUN002 — a job that makes no progress (no CPU time, no output, no trace
 // events for the watchdog's timeout): what each process's threads wait in,
-// with their native stacks, as evidence, and the likely cause from the
+// with their Python and native stacks, as evidence (ranks grouped by where
+// their main threads are, the odd one named with its Python line), and the likely cause from the
 // facts `run` read while it hung: a torch extension build lock no process
 // holds (seed 002) or one another process holds (facts.jit, locks only), or
 // a TCP connection nothing answers (a rendezvous address).
@@ -25,27 +26,77 @@ std::string rank_list(std::vector<mld::u32> ranks) {
   return out;
 }
 
-// Where a process's main thread is: its system call (or state), kernel wait
-// channel and innermost frames.
-std::string main_thread_place(const mld::detect::ProcessSample& p) {
-  const mld::detect::ThreadSample* main = nullptr;
+const mld::detect::ThreadSample* main_thread(const mld::detect::ProcessSample& p) {
   for (const mld::detect::ThreadSample& t : p.threads)
-    if (t.tid == p.pid) main = &t;
-  if (!main && !p.threads.empty()) main = &p.threads.front();
-  if (!main) return "?";
-  std::string place = main->syscall.empty() ? std::string(1, main->state) : main->syscall;
-  if (!main->wchan.empty()) place += " in " + main->wchan;
-  for (size_t i = 0; i < main->stack.size() && i < 6; i++)
-    place += (i ? " <- " : ": ") + main->stack[i];
-  return place;
+    if (t.tid == p.pid) return &t;
+  return p.threads.empty() ? nullptr : &p.threads.front();
 }
 
-// Whether a main thread's place is a wait inside torch.distributed: a
-// collective's or the store's wait (c10d::Work::wait, gloo, NCCL).
-bool in_collective(const std::string& place) {
-  for (const char* frame : {"c10d::", "gloo::", "nccl", "NCCL"})
-    if (place.find(frame) != std::string::npos) return true;
-  return false;
+// Whether a Python frame is torch.distributed's (a collective, a barrier,
+// the store or the rendezvous).
+bool distributed_frame(const mld::detect::PythonFrame& f) {
+  return f.file.find("torch/distributed/") != std::string::npos;
+}
+
+// Where a process's main thread is, for grouping ranks: its system call (or
+// state) and kernel wait channel, then its Python frames when they were
+// read (the innermost, and the user's own line that led there), else its
+// innermost native frames.
+struct Place {
+  std::string text;
+  bool collective = false;  // waiting inside torch.distributed
+  std::string user_line;    // "train.py:88 (main)": the user's own frame, when known
+  std::string call;         // "all_reduce": the library function the user's line called
+};
+
+Place main_thread_place(const mld::detect::ProcessSample& p) {
+  using namespace mld::detect;
+  Place out;
+  const ThreadSample* main = main_thread(p);
+  if (!main) {
+    out.text = "?";
+    return out;
+  }
+  out.text = main->syscall.empty() ? std::string(1, main->state) : main->syscall;
+  if (!main->wchan.empty()) out.text += " in " + main->wchan;
+  if (!main->python.empty()) {
+    const PythonFrame* user = user_python_frame(main->python);
+    out.text += ": " + python_frame_text(main->python.front());
+    if (user) {
+      // The script by its name (train.py:88): the full path is in the evidence.
+      const std::string file = user->file.substr(user->file.rfind('/') + 1);
+      out.user_line = file + ":" + std::to_string(user->line) + " (" + user->function + ")";
+      if (user != &main->python.front()) {
+        out.call = (user - 1)->function;
+        out.text += " <- ... " + python_frame_text(*user);
+      }
+    }
+    for (const PythonFrame& f : main->python) out.collective |= distributed_frame(f);
+  } else {
+    for (size_t i = 0; i < main->stack.size() && i < 6; i++)
+      out.text += (i ? " <- " : ": ") + main->stack[i];
+  }
+  // Native frames inside torch.distributed (c10d::Work::wait, gloo, NCCL).
+  for (const std::string& frame : main->stack)
+    for (const char* lib : {"c10d::", "gloo::", "nccl", "NCCL"})
+      out.collective |= frame.find(lib) != std::string::npos;
+  return out;
+}
+
+// "clock_nanosleep at train.py:41 (load_batch)": a place in a sentence.
+std::string place_words(const Place& p) {
+  std::string wait = p.text.substr(0, p.text.find(':'));
+  if (p.user_line.empty()) return wait;
+  return (p.call.empty() ? "" : p.call + " ") + "at " + p.user_line + ", main thread in " + wait;
+}
+
+// A thread's Python stack on one line, innermost first (12 frames at most).
+std::string python_line(const std::vector<mld::detect::PythonFrame>& frames) {
+  std::string out;
+  for (size_t i = 0; i < frames.size() && i < 12; i++)
+    out += (i ? " <- " : "") + mld::detect::python_frame_text(frames[i]);
+  if (frames.size() > 12) out += " <- ... (" + std::to_string(frames.size()) + " frames)";
+  return out;
 }
 
 }  // namespace
@@ -75,16 +126,22 @@ MLD_DETECTOR(RUN002) {
   // are: ranks waiting in one collective look alike, and a rank that is
   // somewhere else (it never reached the collective) is named first.
   std::map<std::string, std::vector<u32>> ranks_at;
+  std::map<std::string, Place> places;
   std::map<u32, long> pid_of_rank;
   for (const detect::ProcessSample& p : sample.processes)
     if (p.rank) {
-      ranks_at[main_thread_place(p)].push_back(*p.rank);
+      Place place = main_thread_place(p);
+      ranks_at[place.text].push_back(*p.rank);
+      places[place.text] = place;
       pid_of_rank[*p.rank] = p.pid;
     }
   std::string odd_rank;
   long odd_pid = 0;
+  const Place* odd_place = nullptr;
+  const Place* waiting_place = nullptr;
   if (pid_of_rank.size() >= 2) {
     std::vector<std::pair<std::string, std::vector<u32>>> groups(ranks_at.begin(), ranks_at.end());
+    auto collective = [&](const std::string& text) { return places[text].collective; };
     std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
       return a.second.size() > b.second.size();
     });
@@ -92,9 +149,9 @@ MLD_DETECTOR(RUN002) {
     // ones, however many wait (rank 1 of 2 asleep before all_reduce).
     // Otherwise a place most ranks share, and the rest. Odd ones go first.
     std::stable_partition(groups.begin(), groups.end(),
-                          [](const auto& g) { return in_collective(g.first); });
+                          [&](const auto& g) { return collective(g.first); });
     const bool collective_split =
-        groups.size() >= 2 && in_collective(groups[0].first) && !in_collective(groups.back().first);
+        groups.size() >= 2 && collective(groups[0].first) && !collective(groups.back().first);
     if (!collective_split)
       std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
         return a.second.size() > b.second.size();
@@ -103,12 +160,14 @@ MLD_DETECTOR(RUN002) {
                           (collective_split || groups[0].second.size() > groups[1].second.size());
     if (groups.size() == 1) {
       hang.message += "; ranks " + rank_list(groups[0].second) + " all wait in one place";
+      if (!places[groups[0].first].user_line.empty())
+        hang.message += " (" + place_words(places[groups[0].first]) + ")";
     } else if (majority) {
       // With a collective split, every group not in a collective is odd;
       // otherwise every group but the largest.
       size_t first_odd = 1;
       if (collective_split)
-        while (first_odd < groups.size() && in_collective(groups[first_odd].first)) first_odd++;
+        while (first_odd < groups.size() && collective(groups[first_odd].first)) first_odd++;
       std::vector<u32> odd, waiting;
       for (size_t g = 0; g < groups.size(); g++) {
         std::vector<u32>& into = g < first_odd ? waiting : odd;
@@ -116,14 +175,21 @@ MLD_DETECTOR(RUN002) {
       }
       odd_rank = (odd.size() == 1 ? "rank " : "ranks ") + rank_list(odd);
       odd_pid = pid_of_rank[*std::min_element(odd.begin(), odd.end())];
-      const std::string& place = groups[first_odd].first;
+      odd_place = &places[groups[first_odd].first];
+      waiting_place = &places[groups[0].first];
       hang.message += "; " + odd_rank + (odd.size() == 1 ? " is" : " are") + " not where " +
                       (waiting.size() == 1 ? "rank " : "ranks ") + rank_list(waiting) +
                       (collective_split ? (waiting.size() == 1 ? " waits in a collective"
                                                                : " wait in a collective")
-                                        : (waiting.size() == 1 ? " is" : " are")) +
-                      " (main thread in " + place.substr(0, place.find(':')) +
-                      (groups.size() - first_odd > 1 ? ", ..." : "") + ")";
+                                        : (waiting.size() == 1 ? " is" : " are"));
+      if (!odd_place->user_line.empty() || !waiting_place->user_line.empty())
+        hang.message += " (" + odd_rank + ": " + place_words(*odd_place) +
+                        (groups.size() - first_odd > 1 ? ", ..." : "") + "; " +
+                        (waiting.size() == 1 ? "rank " : "ranks ") + rank_list(waiting) + ": " +
+                        place_words(*waiting_place) + ")";
+      else
+        hang.message += " (main thread in " + place_words(*odd_place) +
+                        (groups.size() - first_odd > 1 ? ", ..." : "") + ")";
       std::rotate(groups.begin(), groups.begin() + static_cast<long>(first_odd), groups.end());
     } else {
       hang.message +=
@@ -137,6 +203,18 @@ MLD_DETECTOR(RUN002) {
                                "", std::nullopt});
     }
   }
+  // No ranks to compare: where the first Python process's main thread is.
+  if (pid_of_rank.size() < 2) {
+    for (const detect::ProcessSample& p : sample.processes) {
+      const Place place = main_thread_place(p);
+      if (place.user_line.empty()) continue;
+      hang.message += "; pid " + std::to_string(p.pid) +
+                      "'s main thread: " + (place.call.empty() ? "" : place.call + "() called ") +
+                      "at " + place.user_line + ", in " +
+                      place.text.substr(0, place.text.find(':'));
+      break;
+    }
+  }
   for (const detect::ProcessSample& p : sample.processes) {
     hang.evidence.push_back({"pid " + std::to_string(p.pid) +
                                  (p.rank ? " (rank " + std::to_string(*p.rank) + ")" : "") + ": " +
@@ -144,23 +222,45 @@ MLD_DETECTOR(RUN002) {
                              "", std::nullopt});
     // Threads grouped by what they wait in and their stack (innermost 8
     // frames): 40 idle pool workers are one line.
-    std::map<std::string, std::pair<int, std::string>> per;
+    // Python threads first (the main thread first of all), then the rest.
+    struct Group {
+      int count = 0;
+      bool main = false, python = false;
+      std::string where, python_stack, native_stack;
+    };
+    std::map<std::string, Group> per;
     for (const detect::ThreadSample& t : p.threads) {
-      std::string where = (t.syscall.empty() ? std::string(1, t.state) : t.syscall) +
-                          (t.wchan.empty() ? "" : " in " + t.wchan);
-      std::string stack;
-      for (size_t i = 0; i < t.stack.size() && i < 8; i++) stack += (i ? " <- " : "") + t.stack[i];
-      auto& slot = per[where + "\n" + stack];
-      slot.first++;
-      slot.second = where;
+      Group g;
+      g.where = (t.syscall.empty() ? std::string(1, t.state) : t.syscall) +
+                (t.wchan.empty() ? "" : " in " + t.wchan);
+      g.python_stack = python_line(t.python);
+      if (!t.python_note.empty()) g.python_stack += " (" + t.python_note + ")";
+      for (size_t i = 0; i < t.stack.size() && i < 8; i++)
+        g.native_stack += (i ? " <- " : "") + t.stack[i];
+      g.main = t.tid == p.pid;
+      g.python = !t.python.empty();
+      const std::string key = std::string(g.main     ? "0"
+                                          : g.python ? "1"
+                                                     : "2") +
+                              g.where + "\n" + g.python_stack + "\n" + g.native_stack;
+      Group& slot = per[key];
+      if (slot.count == 0) slot = g;
+      slot.count++;
     }
-    for (const auto& [key, v] : per) {
+    for (const auto& [key, g] : per) {
       hang.evidence.push_back(
-          {"  " + std::to_string(v.first) + (v.first == 1 ? " thread " : " threads ") + v.second,
+          {"  " + std::string(g.main ? "main thread " : "") +
+               (g.main ? "" : std::to_string(g.count) + (g.count == 1 ? " thread " : " threads ")) +
+               g.where,
            "", std::nullopt});
-      const std::string stack = key.substr(key.find('\n') + 1);
-      if (!stack.empty()) hang.evidence.push_back({"    " + stack, "", std::nullopt});
+      if (!g.python_stack.empty())
+        hang.evidence.push_back({"    Python: " + g.python_stack, "", std::nullopt});
+      if (!g.native_stack.empty())
+        hang.evidence.push_back(
+            {std::string(g.python ? "    native: " : "    ") + g.native_stack, "", std::nullopt});
     }
+    if (p.cpython && !p.python_error.empty())
+      hang.evidence.push_back({"  no Python stacks: " + p.python_error, "", std::nullopt});
     if (!p.stacks_error.empty())
       hang.evidence.push_back({"  no native stacks: " + p.stacks_error, "", std::nullopt});
     for (const std::string& l : p.locks)
@@ -206,11 +306,18 @@ MLD_DETECTOR(RUN002) {
         "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
         "listening there), the interface the name resolves to, and any firewall between the nodes";
   } else if (!odd_rank.empty()) {
+    const bool lines = odd_place && !odd_place->user_line.empty();
     hang.fix =
-        "look at what " + odd_rank +
-        " is doing instead of joining the others (its Python stack: py-spy dump --pid " +
-        std::to_string(odd_pid) +
-        "): a rank that skips a collective, runs a different number of them, or is slow "
+        "look at what " + odd_rank + " is doing" +
+        (lines ? " at " + odd_place->user_line : std::string()) + " instead of joining the others" +
+        (waiting_place && !waiting_place->call.empty()
+             ? " in " + waiting_place->call +
+                   (waiting_place->user_line.empty() ? "" : " at " + waiting_place->user_line)
+             : std::string()) +
+        (lines ? " (pid " + std::to_string(odd_pid) + "; its whole stack: mldoctor stacks " +
+                     std::to_string(odd_pid) + ")"
+               : " (its Python stack: mldoctor stacks " + std::to_string(odd_pid) + ")") +
+        ": a rank that skips a collective, runs a different number of them, or is slow "
         "before it keeps every other rank waiting; run with NCCL_DEBUG=INFO for a collective "
         "that never completes";
   } else {

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""`mldoctor stacks` on processes it cannot or must not read fully: each gets
+a clear note, never a crash, a hang or a signal to the target.
+
+- CPython 2.7, 3.6 and 3.7 (under ~/.pyenv): "CPython X.Y" named, the
+  supported releases said; a program that is not Python (sleep); a pid that
+  does not exist (exit 2).
+- Another user without permission (mldoctor as `nobody` through setpriv,
+  the target root's): the reason, with what to do.
+- A process inside its own PID namespace (unshare --pid --fork
+  --mount-proc): read through the host's pid, paths through /proc/PID/root.
+- Reading racing the interpreter: a process whose main thread recurses and
+  returns without pause while threads start and end; 40 reads, every frame
+  either one of the target's functions on one of its real lines or cut with a
+  note.
+- Processes that exit while being read: 40 short-lived interpreters read as
+  they end; every answer is a report (exit 0) or "no such process" (exit 2).
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from mldtest import MLDOCTOR, check, check_eq, check_in, finish, scratch  # noqa: E402
+
+PYENV = os.path.expanduser("~/.pyenv/versions")
+
+
+def stacks(pid, user=None):
+    cmd = [MLDOCTOR, "stacks", "--json", str(pid)]
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    check(p.returncode in (0, 2), "stacks %s: exit 0 or 2, not %d (stderr %s)" % (pid, p.returncode, p.stderr))
+    doc = json.loads(p.stdout) if p.stdout.startswith("{") else None
+    return p, doc
+
+
+def started(cmd, ready_marker=None, **kw):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    if ready_marker:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready_marker) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+    else:
+        time.sleep(0.5)
+    return proc
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+
+
+d = scratch()
+ready = os.path.join(d, "ready")
+
+# Interpreters this reader does not read.
+for version, expect in (("2.7", "CPython 2.7"), ("3.6", "CPython 3.6"), ("3.7", "CPython 3.7")):
+    paths = sorted(glob.glob(os.path.join(PYENV, version + ".*", "bin", "python" + version)))
+    if not paths:
+        print("CPython %s not under %s: skipped" % (version, PYENV))
+        continue
+    if os.path.exists(ready):
+        os.unlink(ready)
+    proc = started([paths[-1], "-c", "import time; open(%r, 'w').close(); time.sleep(60)" % ready], ready)
+    p, doc = stacks(proc.pid)
+    stop(proc)
+    if check(doc is not None, "%s: a report" % version):
+        err = doc["processes"][0].get("python_error", "")
+        check_in(expect, err, "%s: the release is named" % version)
+        check_in("3.8–3.13", err, "%s: the releases that are read are said" % version)
+        print("%s: %s" % (version, err))
+
+# Not Python at all.
+proc = started(["sleep", "60"])
+p, doc = stacks(proc.pid)
+stop(proc)
+check_eq(p.returncode, 0, "sleep: a report")
+if doc:
+    check(not doc["processes"][0]["cpython"], "sleep is not taken for CPython")
+    check_in("not a CPython 3 process", doc["processes"][0].get("python_error", ""), "sleep: said why")
+
+# No such process.
+p, _ = stacks(4194303)
+check_eq(p.returncode, 2, "a pid that does not exist: exit 2")
+check_in("no such process", p.stderr, "a pid that does not exist: said")
+
+# The target: a Python process with threads, for permission and namespaces.
+target = os.path.join(d, "target.py")
+with open(target, "w") as f:
+    f.write("import os, sys, threading, time\n"
+            "def idle():\n"
+            "    time.sleep(120)\n"
+            "threading.Thread(target=idle, daemon=True).start()\n"
+            "open(sys.argv[1], 'w').close()\n"
+            "idle()\n")
+
+if os.geteuid() == 0 and shutil.which("setpriv"):
+    os.unlink(ready) if os.path.exists(ready) else None
+    proc = started(["/usr/bin/python3", target, ready], ready)
+    p, doc = stacks(proc.pid, user=65534)
+    stop(proc)
+    if check(doc is not None, "as nobody: a report"):
+        err = doc["processes"][0].get("python_error", "")
+        check_in("permission a debugger needs", err, "as nobody: the reason")
+        print("as nobody:", err)
+else:
+    print("not root or no setpriv: the permission case skipped")
+
+if os.geteuid() == 0 and shutil.which("unshare"):
+    os.unlink(ready) if os.path.exists(ready) else None
+    outer = started(["unshare", "--pid", "--fork", "--mount-proc", "/usr/bin/python3", target, ready], ready)
+    # The interpreter is unshare's child; its pid here is the host's.
+    inner = None
+    for _ in range(100):
+        try:
+            kids = open("/proc/%d/task/%d/children" % (outer.pid, outer.pid)).read().split()
+        except OSError:
+            kids = []
+        if kids:
+            inner = int(kids[0])
+            break
+        time.sleep(0.05)
+    if check(inner is not None, "the namespaced interpreter found"):
+        p, doc = stacks(inner)
+        frames = [f["function"] for t in doc["processes"][0]["threads"] for f in t["python"]] if doc else []
+        check(doc and doc["processes"][0]["cpython"] and "idle" in frames,
+              "in a PID namespace: read through the host's pid: %s" % (doc and doc["processes"][0]))
+    stop(outer)
+else:
+    print("not root or no unshare: the PID namespace case skipped")
+
+# Racing the interpreter.
+racer = os.path.join(d, "racer.py")
+with open(racer, "w") as f:
+    f.write("import sys, threading\n"
+            "def down(n):\n"
+            "    return 0 if n == 0 else down(n - 1) + 1\n"
+            "def churn():\n"
+            "    for _ in range(50):\n"
+            "        down(30)\n"
+            "def spawn():\n"
+            "    while True:\n"
+            "        t = threading.Thread(target=churn)\n"
+            "        t.start()\n"
+            "        t.join()\n"
+            "threading.Thread(target=spawn, daemon=True).start()\n"
+            "open(sys.argv[1], 'w').close()\n"
+            "while True:\n"
+            "    down(200)\n")
+# The lines of racer.py each function's frames may be on.
+allowed = {"down": {2, 3}, "churn": {4, 5, 6}, "spawn": {7, 8, 9, 10, 11}, "<module>": {14, 15}}
+os.unlink(ready) if os.path.exists(ready) else None
+proc = started(["/usr/bin/python3", racer, ready], ready)
+frames_seen = notes = 0
+wild = []
+for i in range(40):
+    p, doc = stacks(proc.pid)
+    if not doc:
+        continue
+    for t in doc["processes"][0]["threads"]:
+        notes += 1 if t.get("python_note") else 0
+        for f in t["python"]:
+            frames_seen += 1
+            if f["file"] == racer:
+                if f["line"] not in allowed.get(f["function"], ()):
+                    wild.append(f)
+            elif not f["file"].endswith("threading.py"):
+                wild.append(f)
+check(proc.poll() is None, "the racing target still runs")
+stop(proc)
+check(frames_seen > 40 * 10, "racing: frames were read (%d)" % frames_seen)
+check(not wild, "racing: every frame is a real function on a real line: %r" % wild[:5])
+print("racing: %d frames in 40 reads, %d threads cut with a note, none wild" % (frames_seen, notes))
+
+# Processes that exit while they are read.
+answers = {0: 0, 2: 0}
+for i in range(40):
+    proc = subprocess.Popen(["/usr/bin/python3", "-c", "import time; time.sleep(%f)" % (0.005 * (i % 8))])
+    time.sleep(0.002 * (i % 5))
+    p, doc = stacks(proc.pid)
+    answers[p.returncode] = answers.get(p.returncode, 0) + 1
+    proc.wait()
+print("exiting processes: %d reports, %d 'no such process'" % (answers.get(0, 0), answers.get(2, 0)))
+check(sum(answers.values()) == 40, "exiting processes: 40 answers, each a report or 'no such process'")
+finish(os.path.basename(__file__))

@@ -1,0 +1,206 @@
+// pystack-test.cc — the Python stack reader's decoders against what CPython
+// itself computes: each release's line table of one function (compiled by
+// the interpreters under ~/.pyenv, 3.8–3.13) with the line of every
+// instruction as the interpreter reports it (dis.findlinestarts before 3.10,
+// code.co_lines() since), and the _Py_DebugOffsets of the real
+// libpython3.13.so.1.0 against offsetof() in 3.13's own headers. The live
+// reader is tested against faulthandler on real processes
+// (test/e2e/stacks-interpreters.py).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "pystack/pystack-internal.h"
+
+using namespace mld;
+using pystack::LineTableFormat;
+
+namespace {
+
+std::string unhex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  return out;
+}
+
+struct Release {
+  const char* version;
+  LineTableFormat format;
+  int first_line;
+  const char* table;
+  std::vector<int> lines;  // of each 2-byte instruction, from offset 0
+};
+
+// def f(a):                       (line 2)
+//     x = a + 1
+//     if x > 2:
+//         for i in range(3):
+//             x += i
+//     try:
+//         y = 1 / x
+//     except ZeroDivisionError:
+//         y = 0
+//     return [z for z in (x,
+//                         y)]
+const std::vector<Release>& releases() {
+  static const std::vector<Release> r = {
+      {"3.8",
+       LineTableFormat::Lnotab,
+       2,
+       "0001080108010c010a0102010c010e010a01080102ff",
+       {3, 3, 3, 3, 4, 4, 4, 4, 5, 5,  5,  5,  5,  5,  6,  6,  6,  6,  6,  7,  8,  8,  8, 8,
+        8, 8, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 11, 11, 11, 11, 12, 11, 11, 11, 11}},
+      {"3.9",
+       LineTableFormat::Lnotab,
+       2,
+       "0001080108010c010a0102010c010c010a01080102ff",
+       {3, 3, 3, 3, 4, 4, 4, 4, 5, 5,  5,  5,  5,  5,  6,  6,  6,  6,  6,  7,  8,  8,  8,
+        8, 8, 8, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 11, 11, 11, 11, 12, 11, 11, 11, 11}},
+      {"3.10",
+       LineTableFormat::Linetable310,
+       2,
+       "080108010c010a0102010c010c01080102ff0802020108ff",
+       {3, 3, 3, 3, 4, 4, 4, 4, 5, 5,  5,  5,  5,  5, 6,  6,  6,  6,  6,  7,  8,  8,  8,
+        8, 8, 8, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 9, 11, 11, 11, 11, 12, 11, 11, 11, 11}},
+      {"3.11",
+       LineTableFormat::Locations311,
+       2,
+       "8000d80809884189058041d80708883182758075dd1116907191189418f000010913f0000109138841d80c0d90"
+       "11894688418841f00203050ed80c0d9001894588018801f8dd0b1cf00001050ef00001050ef00001050ed80c"
+       "0d880188018801f00301050ef8f8f8f004010c1cf000010c1c9801d81819f00301181bf000010c1cf100010c"
+       "1cf400010c1cf00001051c",
+       {2, 3, 3,  3,  3,  3,  4, 4, 4, 4, 4,  4,  5,  5,  5,  5,  5,  5,  5,  5,  5,  5,  5,  5, 5,
+        5, 5, 5,  5,  6,  6,  6, 6, 6, 6, 7,  8,  8,  8,  8,  8,  8,  0,  9,  9,  9,  9,  9,  9, 9,
+        9, 9, 10, 10, 10, 10, 9, 0, 0, 0, 11, 11, 11, 12, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11}},
+      {"3.12",
+       LineTableFormat::Locations311,
+       2,
+       "8000d80809884189058041d8070888318275dc111690719318f2000109138841d80c0d901189468941f00301"
+       "0913f00403050ed80c0d900189458801f00600191ad81819f00301181bf600010c1c90218a41f200010c1cf0"
+       "0001051cf8f405000c1df20001050ed80c0d8a01f00301050efcf204010c1c",
+       {2,  3,  3,  3,  3,  3,  4,  4,  4,  4,  4,  5,  5,  5,  5,  5,  5,  5, 5,  5,
+        5,  5,  5,  5,  5,  6,  6,  6,  6,  6,  6,  5,  7,  8,  8,  8,  8,  8, 11, 12,
+        11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 0,  9, 9,  9,
+        9,  9,  9,  9,  9,  10, 10, 10, 10, 9,  0,  0,  0,  0,  0,  11, 11, 11}},
+      {"3.13",
+       LineTableFormat::Locations311,
+       2,
+       "8000d80809884189058041d8070888318375dc1116907196188841d80c0d89468a41f10300121af00403050e"
+       "d80c0d900189458801f00600191ad81819f10301181bf300010c1cf10001181b90218a41f10001181bf10001"
+       "0c1cf00001051cf8f405000c1df30001050ed80c0d8a01f00301050efcf204010c1c",
+       {2,  3,  3,  3,  3,  3,  4,  4,  4,  4,  4,  4,  5,  5,  5,  5,  5,  5,  5, 5,  5,
+        5,  5,  5,  5,  5,  6,  6,  6,  6,  6,  6,  5,  5,  7,  8,  8,  8,  8,  8, 11, 12,
+        11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 0,  9, 9,  9,
+        9,  9,  9,  9,  9,  9,  10, 10, 10, 10, 9,  0,  0,  0,  0,  0,  11, 11, 11}},
+  };
+  return r;
+}
+
+TEST(LineTables, EveryInstructionOfEachReleaseOnTheLineTheInterpreterGives) {
+  for (const Release& r : releases()) {
+    const std::string table = unhex(r.table);
+    for (size_t i = 0; i < r.lines.size(); i++) {
+      EXPECT_EQ(pystack::line_at(r.format, ByteView(table), r.first_line, static_cast<i64>(2 * i)),
+                r.lines[i])
+          << "CPython " << r.version << ", instruction at byte " << 2 * i;
+    }
+  }
+}
+
+TEST(LineTables, AFrameThatHasNotStartedIsOnItsFirstLine) {
+  for (const Release& r : releases()) {
+    const std::string table = unhex(r.table);
+    EXPECT_EQ(pystack::line_at(r.format, ByteView(table), r.first_line, -2), r.first_line)
+        << r.version;
+  }
+}
+
+TEST(LineTables, CutOrDamagedTablesGiveNoLineOrAWrongOneNeverARead) {
+  for (const Release& r : releases()) {
+    const std::string table = unhex(r.table);
+    for (size_t cut = 0; cut < table.size(); cut++) {
+      const std::string part = table.substr(0, cut);
+      for (i64 off : {i64{0}, i64{10}, i64{1000}, i64{1} << 30})
+        (void)pystack::line_at(r.format, ByteView(part), r.first_line, off);
+    }
+    // Past the end of the code: no line (3.10+), the last line (co_lnotab).
+    const int past = pystack::line_at(r.format, ByteView(table), r.first_line, 100000);
+    if (r.format == LineTableFormat::Lnotab)
+      EXPECT_EQ(past, r.lines.back()) << r.version;
+    else
+      EXPECT_EQ(past, 0) << r.version;
+  }
+  // A varint that never ends stops at the table's end: the entry covers
+  // the first instruction only, the next has no entry.
+  const std::string endless = "\xf0" + std::string(64, '\x7f');
+  (void)pystack::line_at(LineTableFormat::Locations311, ByteView(endless), 5, 0);
+  EXPECT_EQ(pystack::line_at(LineTableFormat::Locations311, ByteView(endless), 5, 2), 0);
+}
+
+TEST(Layouts, TablesCoverExactly38To312) {
+  for (int minor = 0; minor < 20; minor++)
+    EXPECT_EQ(pystack::detail::table_layout(minor).has_value(), minor >= 8 && minor <= 12) << minor;
+}
+
+std::string debug_offsets_313() {
+  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fuzz" /
+                    "corpus" / "pystack" / "debug-offsets-3.13";
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return bytes.size() > 5 ? bytes.substr(5) : "";  // the fuzz target's selector bytes
+}
+
+TEST(Layouts, DebugOffsetsOfTheReal313AreItsHeadersOffsets) {
+  const std::string bytes = debug_offsets_313();
+  ASSERT_EQ(bytes.size(), pystack::detail::kDebugOffsetsBytes);
+  std::string why;
+  const auto l = pystack::detail::debug_offsets_layout(ByteView(bytes), &why);
+  ASSERT_TRUE(l) << why;
+  // offsetof() in CPython 3.13.0's Include/internal headers (Py_BUILD_CORE).
+  EXPECT_EQ(l->runtime_interpreters_head, 632u);
+  EXPECT_EQ(l->interp_threads_head, 7344u);
+  EXPECT_EQ(l->tstate_next, 8u);
+  EXPECT_EQ(l->tstate_frame, 72u);
+  EXPECT_EQ(l->tstate_thread_id, 152u);
+  EXPECT_EQ(l->tstate_native_thread_id, 160u);
+  EXPECT_EQ(l->frame_previous, 8u);
+  EXPECT_EQ(l->frame_code, 0u);
+  EXPECT_EQ(l->frame_lasti, 56u);
+  EXPECT_EQ(l->frame_owner, 70u);
+  EXPECT_EQ(l->code_filename, 112u);
+  EXPECT_EQ(l->code_name, 120u);
+  EXPECT_EQ(l->code_qualname, 128u);
+  EXPECT_EQ(l->code_linetable, 136u);
+  EXPECT_EQ(l->code_firstlineno, 68u);
+  EXPECT_EQ(l->code_adaptive, 200u);
+  EXPECT_EQ(l->unicode_ascii_size, 40u);
+  EXPECT_EQ(l->unicode_compact_size, 56u);
+}
+
+TEST(Layouts, DebugOffsetsOfAnotherReleaseOrAFreeThreadedBuildAreRefused) {
+  std::string bytes = debug_offsets_313();
+  ASSERT_EQ(bytes.size(), pystack::detail::kDebugOffsetsBytes);
+  std::string why;
+  std::string other = bytes;
+  other[8 + 2] = 14;  // PY_VERSION_HEX 0x030e....: 3.14 laid its struct out anew
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(other), &why));
+  EXPECT_NE(why.find("CPython 3.14"), std::string::npos) << why;
+  std::string threaded = bytes;
+  threaded[16] = 1;
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(threaded), &why));
+  EXPECT_NE(why.find("free-threaded"), std::string::npos) << why;
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(bytes.substr(0, 100)), &why));
+  std::string wild = bytes;
+  wild[8 * 9 + 5] = 1;  // threads_head 2^40 bytes in
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(wild), &why));
+}
+
+TEST(Versions, HexVersionsReadAsPeopleWriteThem) {
+  EXPECT_EQ(pystack::version_text(0x030b02f0), "3.11.2");
+  EXPECT_EQ(pystack::version_text(0x030d00f0), "3.13.0");
+}
+
+}  // namespace
