@@ -3,7 +3,8 @@
 """A distributed job where one rank never reaches the collective (issue 19):
 2 and 4 ranks of Debian's torch with the gloo backend, started by a small
 launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
-as torchrun does (Debian's torch 1.13 torchrun fails on Python 3.11 in
+as torchrun does, and 2 ranks under Open MPI's mpirun (ranks known to
+mldoctor by OMPI_COMM_WORLD_RANK) (Debian's torch 1.13 torchrun fails on Python 3.11 in
 `to_map`, with or without mldoctor). The odd rank sleeps before all_reduce;
 the others wait in it.
 
@@ -14,13 +15,15 @@ none is done.
 
 mldoctor half: `run --hang-timeout 10 --kill-on-hang` reports RUN002 naming
 the odd rank as not where the others wait in a collective, with its Python
-line (rank.py:8, the sleep) and theirs (all_reduce at rank.py:10), read from
+line (rank.py:9, the sleep) and theirs (all_reduce at rank.py:11), read from
 the ranks' interpreters; lists it first with its pid (the pid the job gave
 it), groups the waiting ranks in one line, and the fix names the odd rank,
 its line and its pid.
 """
 import os
 import re
+import shutil
+import socket
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
@@ -33,6 +36,8 @@ t = scratch()
 rank_py = os.path.join(t, "rank.py")
 with open(rank_py, "w") as f:
     f.write("import os, time\n"
+            "if 'OMPI_COMM_WORLD_RANK' in os.environ: os.environ.update(RANK=os.environ['OMPI_COMM_WORLD_RANK'], "
+            "WORLD_SIZE=os.environ['OMPI_COMM_WORLD_SIZE'], MASTER_ADDR='127.0.0.1')\n"
             "import torch\n"
             "import torch.distributed as dist\n"
             "dist.init_process_group('gloo')\n"
@@ -53,9 +58,26 @@ with open(launch_py, "w") as f:
             "    MASTER_PORT=str(port), ODD_RANK=odd)) for r in range(n)]\n"
             "sys.exit(max(p.wait() for p in procs))\n")
 env = scenario_env()
-for n, odd in ((2, 1), (4, 2)):
-    doc, job = run_traced([PY, launch_py, str(n), str(odd), rank_py], env, timeout=HANG + 300,
-                          extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
+legs = [("launcher", 2, 1), ("launcher", 4, 2)]
+if shutil.which("mpirun"):
+    legs.append(("mpirun", 2, 1))
+else:
+    print("no mpirun: the Open MPI leg skipped")
+for launcher, n, odd in legs:
+    if launcher == "mpirun":
+        # Open MPI's ranks (OMPI_COMM_WORLD_RANK) set torch's variables themselves.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        menv = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                    OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
+                    MASTER_PORT=str(port), ODD_RANK=str(odd))
+        cmd = ["mpirun", "--oversubscribe", "-np", str(n), PY, rank_py]
+        doc, job = run_traced(cmd, menv, timeout=HANG + 300, extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
+    else:
+        doc, job = run_traced([PY, launch_py, str(n), str(odd), rank_py], env, timeout=HANG + 300,
+                              extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
     up = dict((int(r), int(p)) for r, p in re.findall(r"rank (\d+) up pid (\d+)", job.stdout))
     print("%d ranks: exit %d, up %r" % (n, job.returncode, sorted(up)))
     check(sorted(up) == list(range(n)), "%d ranks: every rank got through init_process_group: %r" % (n, job.stdout))
@@ -71,9 +93,9 @@ for n, odd in ((2, 1), (4, 2)):
     # named with its line, the waiting ones with the collective and theirs.
     check_in("rank %d is not where %s wait%s in a collective" % (odd, names, "s" if n == 2 else ""),
              hang["message"], "%d ranks: the odd rank and the waiting ones are named" % n)
-    check_in("rank %d: at rank.py:8 (<module>), main thread in clock_nanosleep" % odd, hang["message"],
-             "%d ranks: the odd rank's Python line (time.sleep at rank.py:8)" % n)
-    check_in("%s: all_reduce at rank.py:10 (<module>)" % names, hang["message"],
+    check_in("rank %d: at rank.py:9 (<module>), main thread in clock_nanosleep" % odd, hang["message"],
+             "%d ranks: the odd rank's Python line (time.sleep at rank.py:9)" % n)
+    check_in("%s: all_reduce at rank.py:11 (<module>)" % names, hang["message"],
              "%d ranks: the waiting ranks' collective and line" % n)
     check(texts and texts[0].startswith("rank %d (pid %d), main thread: clock_nanosleep" % (odd, up.get(odd, -1))),
           "%d ranks: the odd rank comes first, with the pid the job gave it: %r" % (n, texts[:2]))
@@ -84,7 +106,7 @@ for n, odd in ((2, 1), (4, 2)):
           "%d ranks: they wait in torch.distributed's all_reduce: %r" % (n, texts[1:2]))
     check(any("c10d::Work::wait(" in x for x in texts) or any("no native stacks" in x for x in texts),
           "%d ranks: native frames in c10d::Work::wait (demangled), or the report says why there are none" % n)
-    check(any(x.startswith("    Python: <module> (") and "rank.py:8)" in x for x in texts),
+    check(any(x.startswith("    Python: <module> (") and "rank.py:9)" in x for x in texts),
           "%d ranks: the odd rank's main thread's Python stack is shown" % n)
     # The same stack signature as a pasted dump (DIST019), from the live
     # frames of each waiting rank: one finding, every waiting rank's frame.
@@ -96,7 +118,7 @@ for n, odd in ((2, 1), (4, 2)):
                      "%d ranks: DIST019 shows waiting rank %d's frame" % (n, r))
         check("[rank%d]:" % odd not in ev, "%d ranks: not the odd rank's" % n)
     fix = hang.get("fix", "")
-    check_in("look at what rank %d is doing at rank.py:8 (<module>) instead of joining the others in "
-             "all_reduce at rank.py:10 (<module>) (pid %d; its whole stack: mldoctor stacks %d)"
+    check_in("look at what rank %d is doing at rank.py:9 (<module>) instead of joining the others in "
+             "all_reduce at rank.py:11 (<module>) (pid %d; its whole stack: mldoctor stacks %d)"
              % (odd, up.get(odd, -1), up.get(odd, -1)), fix, "%d ranks: the fix names the odd rank, its line and pid" % n)
 finish(os.path.basename(__file__))

@@ -42,7 +42,8 @@ def stacks(pid, user=None):
 
 
 def started(cmd, ready_marker=None, **kw):
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    # No pipes: a grandchild that outlives its parent must not keep us waiting.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
     if ready_marker:
         deadline = time.monotonic() + 30
         while not os.path.exists(ready_marker) and time.monotonic() < deadline and proc.poll() is None:
@@ -55,7 +56,7 @@ def started(cmd, ready_marker=None, **kw):
 def stop(proc):
     if proc.poll() is None:
         proc.kill()
-    proc.communicate()
+    proc.wait(timeout=60)
 
 
 d = scratch()
@@ -116,7 +117,8 @@ else:
 
 if os.geteuid() == 0 and shutil.which("unshare"):
     os.unlink(ready) if os.path.exists(ready) else None
-    outer = started(["unshare", "--pid", "--fork", "--mount-proc", "/usr/bin/python3", target, ready], ready)
+    outer = started(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "/usr/bin/python3", target, ready],
+                    ready)
     # The interpreter is unshare's child; its pid here is the host's.
     inner = None
     for _ in range(100):
@@ -133,6 +135,7 @@ if os.geteuid() == 0 and shutil.which("unshare"):
         frames = [f["function"] for t in doc["processes"][0]["threads"] for f in t["python"]] if doc else []
         check(doc and doc["processes"][0]["cpython"] and "idle" in frames,
               "in a PID namespace: read through the host's pid: %s" % (doc and doc["processes"][0]))
+        os.kill(inner, signal.SIGKILL)
     stop(outer)
 else:
     print("not root or no unshare: the PID namespace case skipped")

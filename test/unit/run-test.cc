@@ -461,7 +461,7 @@ TEST(HangAnalysis, TheRankNotInTheCollectiveIsNamedFirst) {
   EXPECT_EQ(f.evidence[1].text,
             "ranks 0, 2–3 (pid 5000, 5002, 5003), main thread: futex in futex_wait_queue");
   EXPECT_NE(f.fix.find("rank 1 is doing"), std::string::npos) << f.fix;
-  EXPECT_NE(f.fix.find("py-spy dump --pid 5001"), std::string::npos) << f.fix;
+  EXPECT_NE(f.fix.find("mldoctor stacks 5001"), std::string::npos) << f.fix;
 
   // Two ranks in two places: neither is called the odd one.
   HangSample two = sample_processes(host, {5000, 5001}, 30);
@@ -487,7 +487,40 @@ TEST(HangAnalysis, TheRankNotInTheCollectiveIsNamedFirst) {
                 "clock_nanosleep in hrtimer_nanosleep)"),
             std::string::npos)
       << split.findings[0].message;
-  EXPECT_NE(split.findings[0].fix.find("py-spy dump --pid 5001"), std::string::npos);
+  EXPECT_NE(split.findings[0].fix.find("mldoctor stacks 5001"), std::string::npos);
+  // With Python stacks (as src/pystack reads them): the odd rank's own line
+  // and the collective the other waits in, in the message and the fix; a
+  // torch/distributed frame alone says "in a collective".
+  HangSample py = two;
+  py.processes[0].threads[0].stack.clear();
+  py.processes[1].threads[0].stack.clear();
+  py.processes[0].threads[0].python = {
+      {"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 1541},
+      {"step", "/home/u/train.py", 88},
+      {"<module>", "/home/u/train.py", 120}};
+  py.processes[1].threads[0].python = {{"load", "/home/u/data.py", 41},
+                                       {"step", "/home/u/train.py", 80},
+                                       {"<module>", "/home/u/train.py", 120}};
+  FindingList pyfound;
+  analyse_hang(py, host, "/nonexistent", nullptr, pyfound);
+  ASSERT_FALSE(pyfound.findings.empty());
+  const Finding& pf = pyfound.findings[0];
+  EXPECT_NE(pf.message.find("rank 1 is not where rank 0 waits in a collective (rank 1: at "
+                            "data.py:41 (load), main thread in clock_nanosleep in "
+                            "hrtimer_nanosleep; rank 0: all_reduce at train.py:88 (step), main "
+                            "thread in futex in futex_wait_queue)"),
+            std::string::npos)
+      << pf.message;
+  EXPECT_NE(pf.fix.find("look at what rank 1 is doing at data.py:41 (load) instead of joining the "
+                        "others in all_reduce at train.py:88 (step) (pid 5001"),
+            std::string::npos)
+      << pf.fix;
+  bool shown = false;
+  for (const Evidence& e : pf.evidence)
+    shown |= e.text ==
+             "    Python: all_reduce (torch/distributed/distributed_c10d.py:1541) <- "
+             "step (/home/u/train.py:88) <- <module> (/home/u/train.py:120)";
+  EXPECT_TRUE(shown) << "rank 0's Python stack, files of installed packages shortened";
   // All in one place.
   HangSample same = sample_processes(host, {5000, 5002, 5003}, 30);
   FindingList found3;
