@@ -13,6 +13,7 @@ a clear note, never a crash, a hang or a signal to the target.
   returns without pause while threads start and end; 40 reads, every frame
   either one of the target's functions on one of its real lines or cut with a
   note.
+- `--tree` on a shell that started an interpreter: both, one taken for CPython.
 - Processes that exit while being read: 40 short-lived interpreters read as
   they end; every answer is a report (exit 0) or "no such process" (exit 2).
 """
@@ -139,6 +140,19 @@ if os.geteuid() == 0 and shutil.which("unshare"):
     stop(outer)
 else:
     print("not root or no unshare: the PID namespace case skipped")
+
+# --tree: a shell and the interpreter it started, both reported, only one
+# taken for CPython.
+os.unlink(ready) if os.path.exists(ready) else None
+outer = started(["/bin/sh", "-c", "/usr/bin/python3 %s %s; true" % (target, ready)], ready)
+p = subprocess.run([MLDOCTOR, "stacks", "--tree", "--json", str(outer.pid)], capture_output=True, text=True,
+                   timeout=60)
+doc = json.loads(p.stdout) if p.stdout.startswith("{") else None
+procs = doc["processes"] if doc else []
+check_eq([x["cpython"] for x in procs], [False, True], "--tree: the shell, then the interpreter it started")
+for x in procs[1:]:
+    os.kill(x["pid"], signal.SIGKILL)
+stop(outer)
 
 # Racing the interpreter.
 racer = os.path.join(d, "racer.py")

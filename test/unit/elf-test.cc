@@ -1552,3 +1552,31 @@ TEST(SymbolLookup, HashLookupAgreesWithTheSymbolTable) {
   }
   EXPECT_GT(files, 2);
 }
+
+// A variable with internal linkage is in .symtab only (an executable exports
+// nothing to .dynsym unless linked with -rdynamic), under its mangled name
+// (_ZL18symtab_only_marker): what a stack reader needs to find _PyRuntime in
+// an interpreter that does not export it.
+static int symtab_only_marker = 42;
+
+// The linker's symbol at the start of the program's first segment: the
+// distance from it to the marker is the same in the file and in memory.
+extern "C" char __executable_start;
+
+TEST(SymbolValues, StaticSymbolsFromSymtabAtTheirRuntimeAddress) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(n, 0);
+  exe[n] = '\0';
+  const ElfFile f = ElfFile::parse(SparseFile::open(exe));
+  const auto values = f.symbol_values(
+      {"_ZL18symtab_only_marker", "malloc", "no_such_symbol_here", "__executable_start"});
+  ASSERT_EQ(values.size(), 4u);
+  if (!values[0]) GTEST_SKIP() << exe << " has no .symtab (stripped): nothing to look up";
+  ASSERT_TRUE(values[3]);
+  EXPECT_EQ(*values[0] - *values[3], reinterpret_cast<uintptr_t>(&symtab_only_marker) -
+                                         reinterpret_cast<uintptr_t>(&__executable_start));
+  EXPECT_EQ(symtab_only_marker, 42);
+  EXPECT_FALSE(values[1]) << "malloc is undefined in this program: no value";
+  EXPECT_FALSE(values[2]);
+}
