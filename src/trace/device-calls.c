@@ -299,8 +299,7 @@ static int nccl_get_unique_id(struct dslot* s, nccl_unique_id* id) {
 /* The start of an NCCL init: the device it will use, the rank and the
  * communicator it joins. Called with errno as the caller left it, which it
  * gives back. */
-static void init_started(const struct dslot* s, int nranks, int rank,
-                         const nccl_unique_id* id) {
+static void init_started(const struct dslot* s, int nranks, int rank, const nccl_unique_id* id) {
   const int saved = errno;
   const char* why = NULL;
   const int device = current_device(&why);
@@ -326,8 +325,7 @@ static void init_returned(const struct dslot* s, int ret, const handle* comm) {
   mld_event_emit(&e);
 }
 
-static int nccl_init_rank(struct dslot* s, handle* comm, int nranks, nccl_unique_id id,
-                          int rank) {
+static int nccl_init_rank(struct dslot* s, handle* comm, int nranks, nccl_unique_id id, int rank) {
   init_started(s, nranks, rank, &id);
   int ret = ((int (*)(handle*, int, nccl_unique_id, int))s->target)(comm, nranks, id, rank);
   const int saved = errno;
@@ -390,8 +388,8 @@ static int nccl_split(struct dslot* s, handle comm, int color, int key, handle* 
   add_env(&e);
   mld_event_emit(&e);
   errno = saved_in;
-  int ret = ((int (*)(handle, int, int, handle*, void*))s->target)(comm, color, key, newcomm,
-                                                                    config);
+  int ret =
+      ((int (*)(handle, int, int, handle*, void*))s->target)(comm, color, key, newcomm, config);
   const int saved = errno;
   init_returned(s, ret, newcomm);
   errno = saved;
@@ -414,27 +412,29 @@ static int nccl_split(struct dslot* s, handle comm, int color, int key, handle* 
   static int get_w##i(int* d) { return cuda_get_device(SLOT(DEV_CUDA_GET_DEVICE, i), d); }
 #define W_CTX(i) \
   static int ctx_w##i(handle c) { return cu_ctx_set_current(SLOT(DEV_CU_CTX_SET_CURRENT, i), c); }
-#define W_RETAIN(i)                                                   \
-  static int retain_w##i(handle* c, int d) {                          \
+#define W_RETAIN(i)                                                 \
+  static int retain_w##i(handle* c, int d) {                        \
     return cu_primary_retain(SLOT(DEV_CU_PRIMARY_RETAIN, i), c, d); \
   }
-#define W_UID(i) \
-  static int uid_w##i(nccl_unique_id* u) { return nccl_get_unique_id(SLOT(DEV_NCCL_GET_UNIQUE_ID, i), u); }
-#define W_INIT(i)                                                            \
-  static int init_w##i(handle* c, int n, nccl_unique_id id, int r) {         \
-    return nccl_init_rank(SLOT(DEV_NCCL_INIT_RANK, i), c, n, id, r);         \
+#define W_UID(i)                                                   \
+  static int uid_w##i(nccl_unique_id* u) {                         \
+    return nccl_get_unique_id(SLOT(DEV_NCCL_GET_UNIQUE_ID, i), u); \
   }
-#define W_INITCFG(i)                                                                  \
-  static int initcfg_w##i(handle* c, int n, nccl_unique_id id, int r, void* cfg) {    \
+#define W_INIT(i)                                                    \
+  static int init_w##i(handle* c, int n, nccl_unique_id id, int r) { \
+    return nccl_init_rank(SLOT(DEV_NCCL_INIT_RANK, i), c, n, id, r); \
+  }
+#define W_INITCFG(i)                                                                    \
+  static int initcfg_w##i(handle* c, int n, nccl_unique_id id, int r, void* cfg) {      \
     return nccl_init_rank_config(SLOT(DEV_NCCL_INIT_RANK_CONFIG, i), c, n, id, r, cfg); \
   }
-#define W_INITALL(i)                                                 \
-  static int initall_w##i(handle* c, int n, const int* l) {          \
-    return nccl_init_all(SLOT(DEV_NCCL_INIT_ALL, i), c, n, l);       \
+#define W_INITALL(i)                                           \
+  static int initall_w##i(handle* c, int n, const int* l) {    \
+    return nccl_init_all(SLOT(DEV_NCCL_INIT_ALL, i), c, n, l); \
   }
-#define W_SPLIT(i)                                                                 \
-  static int split_w##i(handle c, int color, int key, handle* nc, void* cfg) {     \
-    return nccl_split(SLOT(DEV_NCCL_SPLIT, i), c, color, key, nc, cfg);            \
+#define W_SPLIT(i)                                                             \
+  static int split_w##i(handle c, int color, int key, handle* nc, void* cfg) { \
+    return nccl_split(SLOT(DEV_NCCL_SPLIT, i), c, color, key, nc, cfg);        \
   }
 REPEAT32(W_SET)
 REPEAT32(W_GET)
@@ -474,7 +474,8 @@ uintptr_t mld_device_bind(int fn, const char* symbol, const char* caller, const 
   for (int i = 0; i < DSLOTS; i++) {
     struct dslot* s = &dslots[fn][i];
     int state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if (state == 2 && s->caller == caller && s->target == (void*)target) return (uintptr_t)dwrappers[fn][i];
+    if (state == 2 && s->caller == caller && s->target == (void*)target)
+      return (uintptr_t)dwrappers[fn][i];
     if (state != 0) continue;
     int expected = 0;
     if (!__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL,

@@ -20,15 +20,15 @@
 #include <stdint.h>
 
 enum mld_device_fn {
-  DEV_CUDA_SET_DEVICE,      /* cudaError_t cudaSetDevice(int) */
-  DEV_CUDA_GET_DEVICE,      /* cudaError_t cudaGetDevice(int*) */
-  DEV_CU_CTX_SET_CURRENT,   /* CUresult cuCtxSetCurrent(CUcontext) */
-  DEV_CU_PRIMARY_RETAIN,    /* CUresult cuDevicePrimaryCtxRetain(CUcontext*, CUdevice) */
-  DEV_NCCL_GET_UNIQUE_ID,   /* ncclResult_t ncclGetUniqueId(ncclUniqueId*) */
-  DEV_NCCL_INIT_RANK,       /* ncclCommInitRank(ncclComm_t*, int, ncclUniqueId, int) */
+  DEV_CUDA_SET_DEVICE,       /* cudaError_t cudaSetDevice(int) */
+  DEV_CUDA_GET_DEVICE,       /* cudaError_t cudaGetDevice(int*) */
+  DEV_CU_CTX_SET_CURRENT,    /* CUresult cuCtxSetCurrent(CUcontext) */
+  DEV_CU_PRIMARY_RETAIN,     /* CUresult cuDevicePrimaryCtxRetain(CUcontext*, CUdevice) */
+  DEV_NCCL_GET_UNIQUE_ID,    /* ncclResult_t ncclGetUniqueId(ncclUniqueId*) */
+  DEV_NCCL_INIT_RANK,        /* ncclCommInitRank(ncclComm_t*, int, ncclUniqueId, int) */
   DEV_NCCL_INIT_RANK_CONFIG, /* ncclCommInitRankConfig(..., ncclConfig_t*) */
-  DEV_NCCL_INIT_ALL,        /* ncclCommInitAll(ncclComm_t*, int, const int*) */
-  DEV_NCCL_SPLIT,           /* ncclCommSplit(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) */
+  DEV_NCCL_INIT_ALL,         /* ncclCommInitAll(ncclComm_t*, int, const int*) */
+  DEV_NCCL_SPLIT,            /* ncclCommSplit(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) */
   DEVICE_FNS
 };
 
