@@ -349,7 +349,7 @@ static int nccl_init_rank_config(struct dslot* s, handle* comm, int nranks, nccl
  * when none), so no current device is involved. */
 static int nccl_init_all(struct dslot* s, handle* comms, int ndev, const int* devlist) {
   const int saved_in = errno;
-  char list[64 * 8];
+  char list[64 * 12 + 1]; /* 64 entries of up to 11 characters and a comma */
   size_t len = 0;
   for (int i = 0; devlist && i < ndev && i < 64; i++) {
     char digits[12];
