@@ -183,6 +183,40 @@ struct ThreadCountCalls {
   std::vector<ThreadCountCall> calls;
 };
 
+// How each process of a job bound itself to a GPU and on which device its
+// NCCL communicators were created, as run's trace saw the calls
+// (src/trace/device-calls.c). Read by DIST001–DIST003 through
+// detect/device-binding.h.
+struct DeviceRequest {  // cudaSetDevice(n), or cuCtxSetCurrent of n's primary context
+  std::string fn;
+  long long device = 0;          // the ordinal asked for, within CUDA_VISIBLE_DEVICES
+  std::optional<long long> ret;  // 0: it succeeded
+  std::string caller;            // the object that called
+  long tid = 0;
+  u64 t = 0;
+};
+struct NcclInit {  // ncclCommInitRank, ncclCommInitRankConfig
+  std::string fn;
+  std::optional<long long> ret;  // empty: it never returned (hung, or died in it)
+  std::optional<long long> nccl_rank, nranks;
+  std::string comm_id;  // digest of its ncclUniqueId: equal for the ranks of one communicator
+  // The CUDA device current on the calling thread when it started, asked
+  // from the process's own CUDA runtime where that was safe; else why not.
+  std::optional<long long> current_device;
+  std::string current_device_unknown;
+  std::string caller;
+  long tid = 0;
+  u64 t = 0;
+};
+struct DeviceProcess {
+  long pid = 0;
+  std::string process;  // "pid 12 (python train.py)"
+  // The rank's environment (as of its last recorded call; nullopt: unset).
+  std::optional<std::string> cuda_visible_devices, local_rank, rank, world_size;
+  std::vector<DeviceRequest> requests;  // in time order
+  std::vector<NcclInit> inits;          // in time order
+};
+
 // Whether `run` saw inside the command it started: its shims left events
 // of that process, else the reasons the launch knew.
 struct TraceCoverage {
@@ -322,6 +356,7 @@ struct Facts {
   std::vector<StaticTlsFailure> static_tls;
   std::optional<ThreadPools> threads;
   std::vector<ThreadCountCalls> thread_counts;
+  std::vector<DeviceProcess> device_bindings;  // run: the processes that used CUDA or NCCL
   std::optional<TraceCoverage> trace_coverage;
   // Extension build caches and the toolchain (`jit`, `check`), or only the
   // locks a hung job may wait on (`run`); jit_error: why they could not be

@@ -73,6 +73,17 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
     std::fprintf(out, "%s  %s(%lld)%s from %s into %s\n", indent.c_str(), c.fn.c_str(), c.value,
                  change.c_str(), base(c.caller).c_str(), base(c.runtime).c_str());
   }
+  for (const run::DeviceCall& c : p.device_calls) {
+    std::string args = c.fn.starts_with("nccl") && c.nranks
+                           ? "nranks " + std::to_string(*c.nranks) +
+                                 (c.nccl_rank ? ", rank " + std::to_string(*c.nccl_rank) : "")
+                       : c.device ? std::to_string(*c.device)
+                                  : "";
+    std::string where = c.cuda_device ? " on device " + std::to_string(*c.cuda_device) : "";
+    std::fprintf(out, "%s  %s(%s) %s%s from %s into %s\n", indent.c_str(), c.fn.c_str(),
+                 args.c_str(), c.ret ? ("= " + std::to_string(*c.ret)).c_str() : "did not return",
+                 where.c_str(), base(c.caller).c_str(), base(c.lib).c_str());
+  }
   for (const run::EnvChange& e : p.env_changes)
     std::fprintf(out, "%s  %s %s%s%s from %s\n", indent.c_str(), e.op.c_str(), e.name.c_str(),
                  e.value ? "=" : "", e.value ? e.value->c_str() : "", base(e.caller).c_str());
@@ -123,6 +134,35 @@ json process_json(const run::TracedProcess& p) {
     if (c.result) j["result"] = *c.result;
     calls.push_back(std::move(j));
   }
+  json devices = json::array();
+  for (const run::DeviceCall& c : p.device_calls) {
+    auto opt = [](const std::optional<long long>& v) { return v ? json(*v) : json(nullptr); };
+    auto str = [](const std::optional<std::string>& v) {
+      return v ? json(repair_utf8(*v)) : json(nullptr);
+    };
+    json j = {{"fn", c.fn},
+              {"caller", repair_utf8(c.caller)},
+              {"lib", repair_utf8(c.lib)},
+              {"ret", opt(c.ret)},
+              {"tid", c.tid},
+              {"device", opt(c.device)},
+              {"env",
+               {{"CUDA_VISIBLE_DEVICES", str(c.cuda_visible_devices)},
+                {"LOCAL_RANK", str(c.local_rank)},
+                {"RANK", str(c.rank)},
+                {"WORLD_SIZE", str(c.world_size)}}}};
+    if (c.fn.starts_with("nccl")) {
+      j["nccl_rank"] = opt(c.nccl_rank);
+      j["nranks"] = opt(c.nranks);
+      j["unique_id"] = c.comm_id;
+      j["cuda_device"] = opt(c.cuda_device);
+      if (!c.cuda_device_unknown.empty()) j["cuda_device_unknown"] = c.cuda_device_unknown;
+      if (!c.devices.empty()) j["devices"] = c.devices;
+      if (c.color) j["color"] = *c.color;
+      if (c.key) j["key"] = *c.key;
+    }
+    devices.push_back(std::move(j));
+  }
   json env = json::array();
   for (const run::EnvChange& e : p.env_changes)
     env.push_back({{"op", e.op},
@@ -138,11 +178,17 @@ json process_json(const run::TracedProcess& p) {
                         {"kind", r.kind},
                         {"threads", r.threads ? json(*r.threads) : json(nullptr)},
                         {"config", r.config}});
-  json j = {{"pid", p.pid},          {"images", images},
-            {"objects", objects},    {"failed_loads", failed},
-            {"thread_calls", calls}, {"env_changes", env},
-            {"forks", forks},        {"runtimes_at_exit", runtimes},
-            {"exited", p.exited},    {"unreadable_lines", p.bad_lines}};
+  json j = {{"pid", p.pid},
+            {"images", images},
+            {"objects", objects},
+            {"failed_loads", failed},
+            {"thread_calls", calls},
+            {"device_calls", devices},
+            {"env_changes", env},
+            {"forks", forks},
+            {"runtimes_at_exit", runtimes},
+            {"exited", p.exited},
+            {"unreadable_lines", p.bad_lines}};
   j["forked_from"] = p.forked_from ? json(*p.forked_from) : json(nullptr);
   return j;
 }

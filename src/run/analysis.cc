@@ -10,6 +10,9 @@
 //   THR003  each process's thread-count calls in time order, with their
 //           callers and the counts before and after (seed 003: numba's
 //           omppool resets torch's libgomp count)
+//   DIST001–DIST003  each process's GPU binding and the device each NCCL
+//           communicator was made on (cudaSetDevice, cuCtxSetCurrent,
+//           ncclCommInitRank*, with RANK/LOCAL_RANK/CUDA_VISIBLE_DEVICES)
 //   RUN001  whether the shims saw inside the command at all
 // Failed loads and dlerror texts are also matched against the log rules by
 // the CLI, which owns the rule databases.
@@ -111,6 +114,37 @@ detect::ThreadCountCalls thread_count_facts(const TracedProcess& p) {
   out.process = process_name(p);
   for (const ThreadCall& c : p.thread_calls)
     out.calls.push_back({c.fn, c.value, c.before, c.after, c.caller, c.runtime});
+  return out;
+}
+
+// How the process bound itself to a GPU and where its NCCL communicators
+// were made: cudaSetDevice calls and cuCtxSetCurrent of a primary context
+// it retained (as the device of that context; another context as an
+// unknown device, -1) are its requests; ncclCommInitRank* its inits.
+std::optional<detect::DeviceProcess> device_facts(const TracedProcess& p) {
+  if (p.device_calls.empty()) return std::nullopt;
+  detect::DeviceProcess out;
+  out.pid = p.pid;
+  out.process = process_name(p);
+  std::map<u64, long long> context_device;
+  for (const DeviceCall& c : p.device_calls) {
+    out.cuda_visible_devices = c.cuda_visible_devices;
+    out.local_rank = c.local_rank;
+    out.rank = c.rank;
+    out.world_size = c.world_size;
+    if (c.fn == "cuDevicePrimaryCtxRetain" && c.ctx && c.device) {
+      context_device[c.ctx] = *c.device;
+    } else if (c.fn == "cudaSetDevice" && c.device) {
+      out.requests.push_back({c.fn, *c.device, c.ret, c.caller, c.tid, c.t});
+    } else if (c.fn == "cuCtxSetCurrent" && c.ctx) {
+      auto it = context_device.find(c.ctx);
+      out.requests.push_back(
+          {c.fn, it == context_device.end() ? -1 : it->second, c.ret, c.caller, c.tid, c.t});
+    } else if (c.fn == "ncclCommInitRank" || c.fn == "ncclCommInitRankConfig") {
+      out.inits.push_back({c.fn, c.ret, c.nccl_rank, c.nranks, c.comm_id, c.cuda_device,
+                           c.cuda_device_unknown, c.caller, c.tid, c.t});
+    }
+  }
   return out;
 }
 
@@ -249,6 +283,8 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
   detect::Facts own, shared;
   for (const auto& [pid, p] : trace.processes) {
     own.thread_counts.push_back(thread_count_facts(p));
+    if (std::optional<detect::DeviceProcess> d = device_facts(p))
+      own.device_bindings.push_back(std::move(*d));
     shared.openmp.push_back(openmp_facts(p, ctx));
     static_tls_facts(p, ctx, shared.static_tls);
   }

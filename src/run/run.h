@@ -66,6 +66,33 @@ struct ThreadCall {
   long tid = 0;
 };
 
+// A call that binds the process to a GPU or creates an NCCL communicator
+// (src/trace/device-calls.c). An NCCL init is one record from its start
+// and its return; `ret` stays empty for one that never returned (it hung,
+// or the process died in it).
+struct DeviceCall {
+  std::string fn;      // "cudaSetDevice", "ncclCommInitRank", ...
+  std::string caller;  // the object the call came from
+  std::string lib;     // the object it landed in (libcudart.so.12, libnccl.so.2)
+  std::optional<long long> ret;
+  // cudaSetDevice's argument, cudaGetDevice's answer, cuDevicePrimaryCtxRetain's device
+  std::optional<long long> device;
+  u64 ctx = 0;  // cuCtxSetCurrent's context, cuDevicePrimaryCtxRetain's answer
+  // NCCL: the rank in the communicator, its size, the unique id's digest
+  // (ranks with the same join one communicator), the communicator made.
+  std::optional<long long> nccl_rank, nranks;
+  std::string comm_id;
+  u64 comm = 0, parent = 0;              // ncclCommSplit: parent
+  std::optional<long long> color, key;   // ncclCommSplit
+  std::vector<long long> devices;        // ncclCommInitAll's list
+  std::optional<long long> cuda_device;  // NCCL init: current on the thread
+  std::string cuda_device_unknown;       // why it is not known
+  // The rank's environment when it made the call (null: unset).
+  std::optional<std::string> cuda_visible_devices, local_rank, rank, world_size;
+  u64 t = 0;
+  long tid = 0;
+};
+
 struct EnvChange {
   std::string op;  // setenv, setenv-if-unset, putenv, unsetenv
   std::string name;
@@ -113,6 +140,7 @@ struct TracedProcess {
   std::vector<FailedLoad> failed;
   std::vector<DlError> dlerrors;
   std::vector<ThreadCall> thread_calls;
+  std::vector<DeviceCall> device_calls;  // in time order; see DeviceCall
   std::vector<EnvChange> env_changes;
   std::vector<ForkEvent> forks;
   std::vector<RuntimeState> runtimes;

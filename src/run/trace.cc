@@ -16,6 +16,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <fstream>
 
@@ -303,6 +304,8 @@ class Rebuilder {
       c.t = t;
       c.tid = tid;
       p_.thread_calls.push_back(std::move(c));
+    } else if (ev == "device") {
+      device(e, t, tid);
     } else if (ev == "env") {
       EnvChange c;
       c.op = e.str("op");
@@ -337,6 +340,60 @@ class Rebuilder {
   void end() { finish_request(); }
 
  private:
+  // A "device" event: a CUDA call, or the start or the return of an NCCL
+  // init (the return completes the latest open start of that function on
+  // the same thread).
+  void device(const Event& e, u64 t, long tid) {
+    const std::string fn = e.str("fn");
+    const std::string state = e.str("state");
+    if (state == "returned") {
+      for (size_t i = p_.device_calls.size(); i-- > 0;) {
+        DeviceCall& c = p_.device_calls[i];
+        if (c.fn != fn || c.tid != tid || c.ret) continue;
+        c.ret = e.num("ret");
+        c.comm = static_cast<u64>(e.num("comm").value_or(0));
+        return;
+      }
+      return;  // its start was lost (a cut line): nothing to complete
+    }
+    DeviceCall c;
+    c.fn = fn;
+    c.caller = e.str("caller");
+    c.lib = e.str("lib");
+    c.ret = e.num("ret");
+    c.device = e.num("device");
+    c.ctx = static_cast<u64>(e.num("ctx").value_or(0));
+    c.nccl_rank = e.num("nccl_rank");
+    c.nranks = e.num("nranks");
+    c.comm_id = e.str("id");
+    c.parent = static_cast<u64>(e.num("parent").value_or(0));
+    c.color = e.num("color");
+    c.key = e.num("key");
+    const std::string devices = e.str("devices");
+    for (size_t i = 0; i < devices.size();) {
+      size_t j = devices.find(',', i);
+      if (j == std::string::npos) j = devices.size();
+      long long d = 0;
+      const auto [end, ec] = std::from_chars(devices.data() + i, devices.data() + j, d);
+      if (ec == std::errc() && end == devices.data() + j) c.devices.push_back(d);
+      i = j + 1;
+    }
+    c.cuda_device = e.num("cuda_device");
+    c.cuda_device_unknown = e.str("cuda_device_unknown");
+    auto env = [&](std::string_view key) -> std::optional<std::string> {
+      const Value* v = e.find(key);
+      if (!v || v->kind != Value::String) return std::nullopt;
+      return v->s;
+    };
+    c.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
+    c.local_rank = env("LOCAL_RANK");
+    c.rank = env("RANK");
+    c.world_size = env("WORLD_SIZE");
+    c.t = t;
+    c.tid = tid;
+    p_.device_calls.push_back(std::move(c));
+  }
+
   void search(const Event& e, u64 t, long tid) {
     const std::string how = e.str("how");
     if (how != "orig") {

@@ -14,6 +14,9 @@
  * the process (an exported omp_set_num_threads would make "is an OpenMP
  * runtime loaded?" probes lie). Each wrapper slot is a separate function
  * with its own static record — no code is generated at run time.
+ * The calls that bind a process to a GPU and create its NCCL communicators
+ * are wrapped the same way, by device-calls.c, for bindings into a CUDA
+ * runtime, driver or NCCL library.
  *
  * No thread-local storage and no malloc; see trace-writer.h.
  */
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device-calls.h"
 #include "libc-calls.h"
 #include "trace-writer.h"
 
@@ -43,6 +47,7 @@ struct object {
   const char* name; /* copied: link_map names die with dlclose */
   Lmid_t lmid;
   const char* runtime; /* gnu-openmp, kmp-openmp, mkl, openblas, other; NULL */
+  int device;          /* defines a function of device-calls.h (libcudart, libcuda, libnccl) */
   int closed;
 };
 
@@ -280,6 +285,13 @@ static const char* runtime_of(const struct dynsyms* d, int* has_setter) {
   return "other";
 }
 
+/* A CUDA runtime, driver or NCCL library, by what it defines. */
+static int device_library(const struct dynsyms* d) {
+  for (int i = 0; i < DEVICE_FNS; i++)
+    if (defines(d, mld_device_symbols[i])) return 1;
+  return 0;
+}
+
 MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
   const char* name = map->l_name && map->l_name[0] ? map->l_name : NULL;
   int is_program = !name && object_count == 0;
@@ -289,6 +301,7 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   struct dynsyms d;
   int has_setter = 0;
   const char* runtime = read_dynsyms(map, &d) ? runtime_of(&d, &has_setter) : NULL;
+  const int device = runtime == NULL && read_dynsyms(map, &d) && device_library(&d);
   const int is_base_libc = wrap_libc && !base_libc && lmid == LM_ID_BASE && runtime == NULL &&
                            read_dynsyms(map, &d) && defines(&d, "__libc_start_main") &&
                            defines(&d, "dlerror");
@@ -298,6 +311,7 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
     objects[i].lmid = lmid;
     objects[i].name = keep_name(name ? name : "");
     objects[i].runtime = runtime;
+    objects[i].device = device;
     objects[i].closed = 0;
     *cookie = (uintptr_t)&objects[i];
     if (is_base_libc) base_libc = &objects[i];
@@ -309,7 +323,8 @@ MLD_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t*
   if (is_program) mld_event_int(&e, "program", 1);
   if (runtime) mld_event_str(&e, "runtime", runtime);
   loader_event(&e);
-  return LA_FLG_BINDFROM | (has_setter || (is_base_libc && i < MAX_OBJECTS) ? LA_FLG_BINDTO : 0);
+  const int bind_to = has_setter || ((is_base_libc || device) && i < MAX_OBJECTS);
+  return LA_FLG_BINDFROM | (bind_to ? LA_FLG_BINDTO : 0);
 }
 
 /* Set by the exit handler: from then on _dl_fini closes every object,
@@ -383,6 +398,10 @@ static void* function_of(const struct object* o, const char* symbol) {
   void* f = handle ? dlsym(handle, symbol) : NULL;
   if (handle) dlclose(handle);
   return f;
+}
+
+void* mld_object_function(const void* object, const char* symbol) {
+  return function_of((const struct object*)object, symbol);
 }
 
 /* The runtime's own getter, looked up in the runtime the call lands in, on
@@ -542,6 +561,14 @@ MLD_EXPORT uintptr_t la_symbind64(Elf64_Sym* sym, unsigned int ndx, uintptr_t* r
                                   uintptr_t* defcook, unsigned int* flags, const char* symname) {
   const struct object* runtime = object_of(*defcook);
   if (runtime && runtime == base_libc) return libc_binding(symname, sym->st_value);
+  if (runtime && runtime->device) {
+    /* The program's calls only: not a device library's calls into another
+     * (NCCL's own into the CUDA runtime), nor ours (no caller record). */
+    const struct object* caller = object_of(*refcook);
+    const int fn = mld_device_fn_of(symname);
+    if (fn < 0 || !caller || caller->device) return sym->st_value;
+    return mld_device_bind(fn, symname, caller->name, runtime, runtime->name, sym->st_value);
+  }
   int kind = setter_kind(symname);
   if (kind < 0) return sym->st_value;
   struct slot* s =
