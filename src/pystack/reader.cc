@@ -148,6 +148,11 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
       if (!file) continue;
       try {
         const elf::ElfFile elf = elf::ElfFile::parse(file);
+        // Other files are asked through the hash table only (a few reads):
+        // libtorch_cpu.so's 100,000 dynamic symbols are not decoded to learn
+        // that it is not the interpreter. An interpreter's own file may keep
+        // _PyRuntime in .symtab alone.
+        if (pass == 1 && !elf.defines_symbol("_PyRuntime")) continue;
         const auto v = elf.symbol_values({"_PyRuntime", "PyCode_Type", "PyUnicode_Type",
                                           "PyBytes_Type", "Py_Version", "_Py_NegativeRefcount"});
         if (!v[0]) continue;
