@@ -3,7 +3,9 @@
 a clear note, never a crash, a hang or a signal to the target.
 
 - CPython 2.7, 3.6 and 3.7 (under ~/.pyenv): "CPython X.Y" named, the
-  supported releases said; a program that is not Python (sleep); a pid that
+  supported releases said; a debug build and PyPy (fixtures: programs that
+  map a libpython3.11.so exporting what a Py_DEBUG build does, and a
+  libpypy3.9-c.so); a program that is not Python (sleep); a pid that
   does not exist (exit 2).
 - Another user without permission (mldoctor as `nobody` through setpriv,
   the target root's): the reason, with what to do.
@@ -79,6 +81,36 @@ for version, expect in (("2.7", "CPython 2.7"), ("3.6", "CPython 3.6"), ("3.7", 
         check_in(expect, err, "%s: the release is named" % version)
         check_in("3.8–3.13", err, "%s: the releases that are read are said" % version)
         print("%s: %s" % (version, err))
+
+# A debug build and PyPy, as fixtures (neither is installed here): a program
+# that maps a libpython3.11.so defining what a Py_DEBUG build exports
+# (_Py_NegativeRefcount beside _PyRuntime and the type objects), and one
+# that maps PyPy's libpypy3.9-c.so.
+def fixture_host(name, source):
+    lib = os.path.join(d, name)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib, "-xc", "-"], input=source.encode(), check=True)
+    host = os.path.join(d, "host%d" % len(name))  # a name that says nothing
+    subprocess.run(["gcc", "-o", host, "-xc", "-", "-ldl"], check=True, input=(
+        '#include <dlfcn.h>\n#include <stdio.h>\n#include <unistd.h>\n'
+        'int main(int c, char** v) { if (!dlopen(v[1], RTLD_NOW)) { puts(dlerror()); return 1; }'
+        ' fclose(fopen(v[2], "w")); sleep(60); }\n').encode())
+    return host, lib
+
+
+debug_host, debug_lib = fixture_host("libpython3.11.so", "char _PyRuntime[4096]; char PyCode_Type[512];"
+                                     " char PyUnicode_Type[512]; char PyBytes_Type[512];"
+                                     " void _Py_NegativeRefcount(void) {}\n")
+pypy_host, pypy_lib = fixture_host("libpypy3.9-c.so", "int pypy_main_startup(void) { return 0; }\n")
+for host, lib, expect in ((debug_host, debug_lib, "a debug build of CPython 3.11"),
+                          (pypy_host, pypy_lib, "a PyPy process")):
+    os.unlink(ready) if os.path.exists(ready) else None
+    proc = started([host, lib, ready], ready)
+    p, doc = stacks(proc.pid)
+    stop(proc)
+    if check(doc is not None, "%s: a report" % expect):
+        err = doc["processes"][0].get("python_error", "")
+        check_in(expect, err, "%s: said by name" % expect)
+        print("%s: %s" % (os.path.basename(lib), err))
 
 # Not Python at all.
 proc = started(["sleep", "60"])
