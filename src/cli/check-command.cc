@@ -49,6 +49,13 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   check::CheckReport& r = *checked;
+  // An interpreter the user named and that cannot be examined is a failed
+  // request, not an empty environment: the error, and no report that could
+  // be read as "✓ no findings" for it.
+  if (opts.python && !r.python) {
+    print_error(r.python_error);
+    return 2;
+  }
   std::vector<const Finding*> all;
   for (const Finding& f : r.findings) all.push_back(&f);
   if (common.format == OutputFormat::Json)
@@ -57,12 +64,6 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
     render::print_check_markdown(stdout, r);
   else
     render::print_check_text(stdout, r, common.color);
-  // An interpreter the user named and that cannot be examined is a failed
-  // request, not an empty environment.
-  if (opts.python && !r.python) {
-    print_error(r.python_error);
-    return 2;
-  }
   return report::count_at_or_above(all, common.fail_on) > 0 ? 1 : 0;
 }
 

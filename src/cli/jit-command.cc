@@ -87,6 +87,15 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   if (opts.fix) actions = jit::fix(host, r, opts.dry_run);
   std::vector<const Finding*> all;
   for (const Finding& f : findings) all.push_back(&f);
+  // What --fix removed no longer counts: not in the summary line, not in
+  // the exit status (the findings stay listed, with the actions after them).
+  std::vector<const Finding*> left;
+  for (const Finding* f : all) {
+    bool fixed = false;
+    for (const jit::FixAction& a : actions) fixed |= a.done && a.path == f->subject;
+    if (!fixed) left.push_back(f);
+  }
+  const size_t fixed_count = all.size() - left.size();
   std::FILE* out = stdout;
 
   if (common.format == OutputFormat::Json) {
@@ -155,21 +164,17 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
       else
         std::fprintf(out, "kept %s: %s\n", a.path.c_str(), a.reason.c_str());
     }
-    std::string summary = report::summary_line(all);
+    std::string summary = report::summary_line(left);
+    const std::string fixed_text = fixed_count ? std::to_string(fixed_count) + " fixed" : "";
     if (!summary.empty())
-      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+      std::fprintf(out, "\n%s%s · mldoctor explain %s\n", summary.c_str(),
+                   fixed_count ? (" left, " + fixed_text).c_str() : "", left.front()->rule.c_str());
+    else if (fixed_count)
+      std::fprintf(out, "\n%s, nothing left\n", fixed_text.c_str());
   }
   for (const jit::FixAction& a : actions)
     if (a.action == "remove" && !a.done && !opts.dry_run) return 2;
-  // After --fix, what was removed no longer counts against the exit status.
-  size_t failing = 0;
-  for (const Finding* f : all) {
-    bool fixed = false;
-    for (const jit::FixAction& a : actions) fixed |= a.done && a.path == f->subject;
-    // A stale build is fixed when its module is gone.
-    if (!fixed && static_cast<int>(f->severity) >= static_cast<int>(common.fail_on)) failing++;
-  }
-  return failing > 0 ? 1 : 0;
+  return report::count_at_or_above(left, common.fail_on) > 0 ? 1 : 0;
 }
 
 }  // namespace mld::cli

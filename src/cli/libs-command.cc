@@ -251,9 +251,16 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       errors += f.severity == Severity::Error;
       warnings += f.severity == Severity::Warning;
     }
+    const size_t notes = findings.findings.size() - errors - warnings;
     if (errors + warnings > 0)
       std::fprintf(out, "\n%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s", warnings,
                    warnings == 1 ? "" : "s");
+    else if (!tool_error)  // said, so that silence is never the answer
+      std::fprintf(out, "\n%s no %s\n", common.color ? "\033[32m✓\033[0m" : "✓",
+                   notes ? ("errors or warnings (" + std::to_string(notes) +
+                            (notes == 1 ? " note)" : " notes)"))
+                               .c_str()
+                         : "findings");
   }
   // Every input's files are still mapped; unmapping them one by one costs
   // more than the whole analysis of a small input, and exit does it at once.

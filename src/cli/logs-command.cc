@@ -5,6 +5,8 @@
 // complete and an idle input is checked for end-of-log stalls. An unreadable
 // input is an error for that input only; the others are still scanned, and
 // what was found before a read error is still reported.
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 
@@ -53,6 +55,12 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
   std::vector<InputResult> results;
   bool tool_error = false;
   for (const std::string& path : paths) {
+    // A terminal on standard input: say what is awaited, or the user sees
+    // nothing and waits with us.
+    if (path == "-" && isatty(STDIN_FILENO))
+      std::fprintf(stderr,
+                   "mldoctor logs: reading a log from the terminal (paste it, then Ctrl-D); "
+                   "or name it: mldoctor logs FILE\n");
     InputResult r;
     r.path = display_name(path);
     auto scanner = std::make_unique<logs::Scanner>(
@@ -136,6 +144,11 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
     if (!opts.follow) std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else if (common.format == OutputFormat::Markdown) {
     for (const InputResult& r : results) {
+      if (!r.error.empty() && r.bytes == 0) {
+        std::fprintf(out, "## mldoctor logs: `%s`\n\nnot read: %s\n\n", r.path.c_str(),
+                     r.error.c_str());
+        continue;
+      }
       std::fprintf(out, "## mldoctor logs: `%s`\n\n%llu lines scanned%s\n\n", r.path.c_str(),
                    static_cast<unsigned long long>(r.lines),
                    r.error.empty() ? "" : (" — " + r.error).c_str());
@@ -148,9 +161,12 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
         if (r.incidents.size() < r.findings.size())
           incidents = ", " + std::to_string(r.incidents.size()) +
                       (r.incidents.size() == 1 ? " incident" : " incidents");
-        std::fprintf(out, "%s: %llu lines, %zu finding%s%s\n", r.path.c_str(),
+        // An input never read has no counts to show: its error was said.
+        if (!r.error.empty() && r.bytes == 0) continue;
+        std::fprintf(out, "%s: %llu lines, %zu finding%s%s%s\n", r.path.c_str(),
                      static_cast<unsigned long long>(r.lines), r.findings.size(),
-                     r.findings.size() == 1 ? "" : "s", incidents.c_str());
+                     r.findings.size() == 1 ? "" : "s", incidents.c_str(),
+                     r.error.empty() ? "" : " (then a read error: the rest was not scanned)");
         for (const rules::Incident& inc : r.incidents) report::print_incident(out, inc, style);
       } else {
         // Counts are final only now.

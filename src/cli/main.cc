@@ -49,6 +49,26 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
   if (chosen == std::end(commands)) return 2;  // require_subcommand(1) rules this out
   in.command = chosen->second;
 
+  // --markdown where a command has a Markdown form; elsewhere said, not
+  // ignored (a pasted "report" that is plain text would look broken).
+  if (cl.markdown) {
+    static const std::pair<Command, const char*> without[] = {{Command::Libs, "libs"},
+                                                              {Command::Run, "run"},
+                                                              {Command::Fix, "fix"},
+                                                              {Command::Stacks, "stacks"},
+                                                              {Command::Snapshot, "snapshot"}};
+    for (const auto& [command, name] : without)
+      if (in.command == command) {
+        print_error(std::string("--markdown: `") + name +
+                    "` writes text or --json (Markdown: check, fleet, diff, logs, jit, rules, "
+                    "explain)");
+        return 2;
+      }
+  }
+  if (cl.json && in.command == Command::Snapshot) {
+    print_error("--json: `snapshot` writes an archive and one line about it");
+    return 2;
+  }
   in.common.fail_on = *parse_severity(cl.fail_on);
   in.common.format = cl.json       ? OutputFormat::Json
                      : cl.markdown ? OutputFormat::Markdown

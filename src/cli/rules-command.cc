@@ -55,6 +55,9 @@ int run_explain(const CommonOptions& common, const std::string& id) {
   }
   if (common.format == OutputFormat::Json) {
     std::fprintf(stdout, "%s\n", report::rule_json(*r).dump(2).c_str());
+  } else if (common.format == OutputFormat::Markdown) {
+    const std::string md = report::rule_markdown(*r);
+    std::fputs(md.c_str() + (md.starts_with("\n") ? 1 : 0), stdout);
   } else {
     report::print_rule_text(stdout, *r, {.color = common.color});
   }

@@ -3,7 +3,10 @@
 // reads, then writes those /proc, /sys and /etc files and the (masked)
 // environment into a new archive, for a bug report: anyone can unpack it and
 // run `mldoctor check --root DIR` on it.
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <stdexcept>
 
 #include "check/check.h"
 #include "cli/cli.h"
@@ -14,6 +17,25 @@ namespace mld::cli {
 host::Host analysed_host(const CommonOptions& common) {
   host::Host live = host::Host::live();
   if (common.root == "/") return live;
+  // A tree with none of what the checks read would give "no findings" for
+  // a machine nobody looked at: refuse it.
+  struct stat st;
+  if (stat(common.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("--root " + common.root + ": not a directory");
+  bool tree = false;
+  for (const char* part : {"/proc", "/sys", "/etc", "/usr", "/.mldoctor"})
+    tree = tree || stat((common.root + part).c_str(), &st) == 0;
+  if (!tree)
+    throw std::runtime_error("--root " + common.root +
+                             " holds neither a snapshot nor a root filesystem (no proc/, sys/, "
+                             "etc/, usr/ or .mldoctor/): unpack a snapshot there first (tar -xzf "
+                             "SNAP.tar.gz -C DIR)");
+  host::Host probe(common.root, {});
+  if (!probe.read_file(snapshot::kEnvironFile, 1))
+    std::fprintf(stderr,
+                 "mldoctor: note: %s records no environment (not a snapshot): the variables of "
+                 "this shell stand in for that machine's\n",
+                 common.root.c_str());
   return snapshot::host_at_root(common.root, live.environment());
 }
 

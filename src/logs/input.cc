@@ -168,15 +168,20 @@ void read_ahead(const std::function<size_t(u8*, size_t)>& fill, Scanner& scanner
 }
 
 // Reads until `buf` is full or the input ends (pipes deliver small pieces).
-size_t read_full(const std::string& path, int fd, u8* buf, size_t size) {
+// The end is remembered in *ended: a terminal signals it once (Ctrl-D), and
+// asking again would wait for a second one.
+size_t read_full(const std::string& path, int fd, u8* buf, size_t size, bool* ended) {
   size_t got = 0;
-  while (got < size) {
+  while (got < size && !*ended) {
     ssize_t n = ::read(fd, buf + got, size - got);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(path, "read", errno);
     }
-    if (n == 0) break;
+    if (n == 0) {
+      *ended = true;
+      break;
+    }
     got += static_cast<size_t>(n);
   }
   return got;
@@ -467,8 +472,9 @@ void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& op
     }
   }
   if (regular) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  read_ahead([&](u8* buf, size_t size) { return read_full(path, fd.get(), buf, size); }, scanner,
-             options);
+  bool ended = false;
+  read_ahead([&](u8* buf, size_t size) { return read_full(path, fd.get(), buf, size, &ended); },
+             scanner, options);
 }
 
 }  // namespace mld::logs

@@ -156,7 +156,8 @@ struct ChildResult {
 };
 
 // posix_spawn with stdin from /dev/null and both outputs captured, killed
-// (SIGKILL, then reaped) when it outlives the deadline. Output beyond 16 MiB
+// with its whole process group (SIGKILL, then reaped) when it outlives the
+// deadline. Output beyond 16 MiB
 // is dropped: the probe prints a few KiB.
 ChildResult run_child(const std::vector<std::string>& argv,
                       const std::map<std::string, std::string>& env,
@@ -186,9 +187,17 @@ ChildResult run_child(const std::vector<std::string>& argv,
   std::vector<char*> cenv;
   for (std::string& s : env_strings) cenv.push_back(s.data());
   cenv.push_back(nullptr);
+  // Its own process group: on timeout the whole group is killed, so a
+  // wrapper script's children (a conda activation, a module system's
+  // shell) do not outlive the probe.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  int rc = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) {
@@ -230,7 +239,7 @@ ChildResult run_child(const std::vector<std::string>& argv,
   }
   for (pollfd& f : fds)
     if (f.fd >= 0) close(f.fd);
-  if (r.timed_out) kill(pid, SIGKILL);
+  if (r.timed_out) kill(-pid, SIGKILL);
   // A child that closed its outputs but keeps running still counts against
   // the deadline.
   while (true) {
@@ -240,7 +249,7 @@ ChildResult run_child(const std::vector<std::string>& argv,
     if (w == 0) {
       if (std::chrono::steady_clock::now() >= deadline) {
         r.timed_out = true;
-        kill(pid, SIGKILL);
+        kill(-pid, SIGKILL);
       } else {
         usleep(2000);
       }

@@ -324,6 +324,58 @@ nlohmann::json rule_json(const rules::Rule& r) {
   return j;
 }
 
+std::string rule_markdown(const rules::Rule& r) {
+  std::string out;
+  out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title,
+                     severity_name(r.severity), r.withdrawn ? " · withdrawn" : "",
+                     trim(r.explanation));
+  if (!r.fix.text.empty()) out += trim(r.fix.text) + "\n\n";
+  if (!r.fix.env.empty()) {
+    out += "```sh\nexport";
+    for (const std::string& e : r.fix.env) out += " " + e;
+    out += "\n```\n\n";
+  }
+  if (!r.fix.commands.empty()) {
+    out += "```sh\n";
+    for (const std::string& cmd : r.fix.commands) out += cmd + "\n";
+    out += "```\n\n";
+  }
+  if (r.is_log_rule()) {
+    out += "### Log signatures\n\n";
+    for (const rules::Signature& s : r.signatures) {
+      std::string p = s.pattern;
+      std::replace(p.begin(), p.end(), '`', '\'');
+      out += fmt::format(
+          "- `{}`{}{}\n", p, s.at_end ? " — only as the log's last line" : "",
+          s.followed_by.empty() ? "" : fmt::format(" — with a following `{}` line", s.followed_by));
+    }
+    for (const rules::StackSignature& s : r.stacks) {
+      std::string frame = s.frame, under = s.under;
+      std::replace(frame.begin(), frame.end(), '`', '\'');
+      std::replace(under.begin(), under.end(), '`', '\'');
+      out += fmt::format("- in a stack dump of a hung job, a thread at a frame `{}`{}\n", frame,
+                         under.empty() ? "" : fmt::format(" called from `{}`", under));
+    }
+    out += "\n";
+  } else if (!r.detector.empty()) {
+    out += fmt::format("Detected by `{}`.\n\n", r.detector);
+  }
+  if (!r.replaces.empty()) {
+    std::string ids;
+    for (const std::string& id : r.replaces)
+      ids += fmt::format("{}[{}](#{})", ids.empty() ? "" : ", ", id, id);
+    out += "Explains " + ids + ": their findings are shown as context of this one.\n\n";
+  }
+  if (r.envelope)
+    out +=
+        "An envelope: in a log, an error of any other rule is its cause and leads the "
+        "incident; this finding is shown as its context.\n\n";
+  out += "### References\n\n";
+  for (const std::string& ref : r.references) out += "- <" + ref + ">\n";
+
+  return out;
+}
+
 std::string rules_markdown(const rules::RuleSet& rules) {
   std::string out =
       "# Rule reference\n\n"
@@ -335,55 +387,7 @@ std::string rules_markdown(const rules::RuleSet& rules) {
     out += fmt::format("| [{}](#{}) | {} | {} | {} |\n", r.id, r.id, severity_name(r.severity),
                        r.title, !r.is_log_rule() ? "`" + r.detector + "`" : std::string("logs"));
   }
-  for (const rules::Rule& r : rules.all()) {
-    out += fmt::format("\n## {}\n\n**{}** · {}{}\n\n{}\n\n### Fix\n\n", r.id, r.title,
-                       severity_name(r.severity), r.withdrawn ? " · withdrawn" : "",
-                       trim(r.explanation));
-    if (!r.fix.text.empty()) out += trim(r.fix.text) + "\n\n";
-    if (!r.fix.env.empty()) {
-      out += "```sh\nexport";
-      for (const std::string& e : r.fix.env) out += " " + e;
-      out += "\n```\n\n";
-    }
-    if (!r.fix.commands.empty()) {
-      out += "```sh\n";
-      for (const std::string& cmd : r.fix.commands) out += cmd + "\n";
-      out += "```\n\n";
-    }
-    if (r.is_log_rule()) {
-      out += "### Log signatures\n\n";
-      for (const rules::Signature& s : r.signatures) {
-        std::string p = s.pattern;
-        std::replace(p.begin(), p.end(), '`', '\'');
-        out += fmt::format("- `{}`{}{}\n", p, s.at_end ? " — only as the log's last line" : "",
-                           s.followed_by.empty()
-                               ? ""
-                               : fmt::format(" — with a following `{}` line", s.followed_by));
-      }
-      for (const rules::StackSignature& s : r.stacks) {
-        std::string frame = s.frame, under = s.under;
-        std::replace(frame.begin(), frame.end(), '`', '\'');
-        std::replace(under.begin(), under.end(), '`', '\'');
-        out += fmt::format("- in a stack dump of a hung job, a thread at a frame `{}`{}\n", frame,
-                           under.empty() ? "" : fmt::format(" called from `{}`", under));
-      }
-      out += "\n";
-    } else if (!r.detector.empty()) {
-      out += fmt::format("Detected by `{}`.\n\n", r.detector);
-    }
-    if (!r.replaces.empty()) {
-      std::string ids;
-      for (const std::string& id : r.replaces)
-        ids += fmt::format("{}[{}](#{})", ids.empty() ? "" : ", ", id, id);
-      out += "Explains " + ids + ": their findings are shown as context of this one.\n\n";
-    }
-    if (r.envelope)
-      out +=
-          "An envelope: in a log, an error of any other rule is its cause and leads the "
-          "incident; this finding is shown as its context.\n\n";
-    out += "### References\n\n";
-    for (const std::string& ref : r.references) out += "- <" + ref + ">\n";
-  }
+  for (const rules::Rule& r : rules.all()) out += rule_markdown(r);
   return out;
 }
 

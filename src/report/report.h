@@ -54,6 +54,9 @@ void print_rule_line(std::FILE* out, const rules::Rule& r, const Style& style);
 void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style);
 nlohmann::json rule_json(const rules::Rule& r);
 std::string rules_markdown(const rules::RuleSet& rules);
+// One rule's section of that reference ("## ID", explanation, fix, signatures,
+// references): what `explain --markdown` prints.
+std::string rule_markdown(const rules::Rule& rule);
 
 // "mldoctor: error: <what>" on stderr: how every command reports a failure
 // of the tool itself (exit status 2).

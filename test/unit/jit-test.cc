@@ -222,7 +222,16 @@ TEST(JitToolchain, CudaMajorAndGccLimitFromTheToolkitHeaders) {
   std::optional<Finding> cuda = finding(r, "JIT006");
   ASSERT_TRUE(cuda);
   EXPECT_NE(cuda->message.find("12.1"), std::string::npos);
+  EXPECT_EQ(cuda->severity, Severity::Warning) << "no extension build in sight: a warning";
   EXPECT_TRUE(finding(r, "JIT007"));
+  {
+    // An extension build in sight: the next load() there fails, an error.
+    t.file("/ext/fused_adam/build.ninja", "ninja_required_version = 1.3\n");
+    host::Host with_builds(t.root(), {{"PATH", "/usr/bin"}, {"TORCH_EXTENSIONS_DIR", "/ext"}});
+    std::optional<Finding> sighted = finding(jit::scan(with_builds, o), "JIT006");
+    ASSERT_TRUE(sighted);
+    EXPECT_EQ(sighted->severity, Severity::Error);
+  }
 
   // A CPU-only torch builds no CUDA: no toolkit findings.
   o.torch_cuda.reset();

@@ -7,6 +7,7 @@
 #include "pyenv/pyenv.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -490,6 +491,34 @@ TEST(Probe, CrashHangExitAndGarbageAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/python3: cannot run"), std::string::npos);
   }
   EXPECT_THROW(probe_interpreter(host::Host("/tmp", {}), "/usr/bin/python3"), PyenvError);
+}
+
+TEST(Probe, ATimedOutWrapperTakesItsChildrenWithIt) {
+  // A wrapper script (conda's activation, a module system) that starts a
+  // child and hangs: on timeout the whole process group goes, not only the
+  // shell mldoctor started.
+  Tree t;
+  const std::string pidfile = t.at("/child.pid");
+  std::string hang =
+      probe_error("sleep 60 & echo $! > " + pidfile + "; wait", std::chrono::milliseconds(500));
+  EXPECT_NE(hang.find("no answer within 500 ms; killed"), std::string::npos) << hang;
+  std::ifstream in(pidfile);
+  long child = 0;
+  ASSERT_TRUE(in >> child) << "the wrapper wrote its child's pid";
+  // Killed and reaped by init (or a subreaper): gone within a moment.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; i++) {
+    gone = kill(static_cast<pid_t>(child), 0) != 0;
+    if (!gone) {
+      std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+      std::string text;
+      std::getline(stat, text);
+      gone = text.find(") Z ") != std::string::npos;  // a zombie is dead
+      if (!gone) usleep(10000);
+    }
+  }
+  EXPECT_TRUE(gone) << "the wrapper's child " << child << " outlived the probe";
+  if (!gone) kill(static_cast<pid_t>(child), SIGKILL);
 }
 
 // ─── the real interpreter as oracle ─────────────────────────────────────────

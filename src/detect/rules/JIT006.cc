@@ -1,7 +1,9 @@
 // JIT006 — the CUDA toolkit the next extension build would use (CUDA_HOME,
 // as torch finds it; its version from the toolkit's cuda.h) has another
 // major release than the CUDA torch was built with: cpp_extension refuses
-// to build CUDA extensions.
+// to build CUDA extensions. An error only where an extension build is in
+// sight (the scan found extension build directories); a warning on a node
+// that builds none.
 #include "detect/detect.h"
 
 MLD_DETECTOR(JIT006) {
@@ -23,6 +25,12 @@ MLD_DETECTOR(JIT006) {
               ")\")";
   d.evidence.push_back(
       {"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
+  d.escalated = !r.extensions.empty();
+  if (d.escalated)
+    d.evidence.push_back({std::to_string(r.extensions.size()) + " extension build" +
+                              (r.extensions.size() == 1 ? "" : "s") + " in sight, e.g. " +
+                              r.extensions.front().path,
+                          "", std::nullopt});
   d.fix = "point CUDA_HOME at a CUDA " + torch_major +
           ".x toolkit, or install the torch build for CUDA " + nvcc_major;
   out.push_back(std::move(d));
