@@ -40,6 +40,6 @@ def find_binary() -> Optional[str]:
 
 
 def not_found_message() -> str:
-    looked = [PACKAGE_BIN, "$MLDOCTOR" + (" (%s)" % os.environ["MLDOCTOR"] if os.environ.get("MLDOCTOR") else " (unset)"),
-              "mldoctor on PATH"]
+    env = os.environ.get("MLDOCTOR")
+    looked = [PACKAGE_BIN, "$MLDOCTOR (%s)" % (env if env else "unset"), "mldoctor on PATH"]
     return "mldoctor: error: the mldoctor binary was not found (looked at %s)" % ", ".join(looked)
