@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format wheel clean
 
 all: build
 
@@ -76,5 +76,11 @@ layers-doc:
 format:
 	@tools/format-tree.sh
 
+# dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl: the binary,
+# its shims and the Python package python/mldoctor (scripts/build-wheel.py,
+# standard library only; pip install it into a venv).
+wheel: build
+	@$(PYTHON) scripts/build-wheel.py $(BUILD) dist
+
 clean:
-	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD)
+	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD) dist
