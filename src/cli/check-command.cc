@@ -44,6 +44,39 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
   return check::run_check(host, co);
 }
 
+namespace {
+
+// A word as a POSIX shell reads it back: as is when it holds only safe
+// characters, else in single quotes.
+std::string shell_word(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789/._-,=:+@%") == std::string::npos)
+    return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The `mldoctor fix` that repeats this check: the same interpreter, import
+// set, root and model options, so eval "$(...)" sets what this report found.
+std::string fix_command(const CommonOptions& common, const CheckOptions& opts) {
+  std::string cmd = "mldoctor fix";
+  if (common.root != "/") cmd += " --root " + shell_word(common.root);
+  if (opts.python) cmd += " --python " + shell_word(*opts.python);
+  if (!opts.imports.empty()) {
+    std::string list;
+    for (const std::string& i : opts.imports) list += (list.empty() ? "" : ",") + i;
+    cmd += " --import " + shell_word(list);
+  }
+  if (opts.ranks_per_node) cmd += " --ranks-per-node " + std::to_string(*opts.ranks_per_node);
+  if (!opts.glibc.empty()) cmd += " --glibc " + shell_word(opts.glibc);
+  if (!common.rules_dir.empty()) cmd += " --rules-dir " + shell_word(common.rules_dir);
+  if (common.no_builtin_rules) cmd += " --no-builtin-rules";
+  return cmd;
+}
+
+}  // namespace
+
 int run_check(const CommonOptions& common, const CheckOptions& opts) {
   host::Host host = analysed_host(common);
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
@@ -63,7 +96,7 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
   else if (common.format == OutputFormat::Markdown)
     render::print_check_markdown(stdout, r);
   else
-    render::print_check_text(stdout, r, common.color);
+    render::print_check_text(stdout, r, common.color, fix_command(common, opts));
   return report::count_at_or_above(all, common.fail_on) > 0 ? 1 : 0;
 }
 

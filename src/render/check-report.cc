@@ -174,7 +174,8 @@ void print_check_markdown(std::FILE* out, const check::CheckReport& r) {
   report::print_findings_markdown(out, all);
 }
 
-void print_check_text(std::FILE* out, const check::CheckReport& r, bool color) {
+void print_check_text(std::FILE* out, const check::CheckReport& r, bool color,
+                      const std::string& fix_command) {
   for (const auto& [k, v] : check_header(r)) std::fprintf(out, "%-9s %s\n", k.c_str(), v.c_str());
   if (r.gpu.gpus.size() >= 2) std::fprintf(out, "\n%s", gpu::topology_matrix_text(r.gpu).c_str());
   std::fprintf(out, "\n");
@@ -185,7 +186,8 @@ void print_check_text(std::FILE* out, const check::CheckReport& r, bool color) {
   std::string summary = report::summary_line(all);
   if (!summary.empty()) {
     std::fprintf(out, "\n%s · mldoctor explain %s", summary.c_str(), all.front()->rule.c_str());
-    if (!check::fix_settings(r.findings).empty()) std::fprintf(out, " · eval \"$(mldoctor fix)\"");
+    if (!check::fix_settings(r.findings).empty())
+      std::fprintf(out, " · eval \"$(%s)\"", fix_command.c_str());
     std::fprintf(out, "\n");
   }
 }

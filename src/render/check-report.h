@@ -19,7 +19,10 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r);
 
 // The whole report: header, GPU topology (two GPUs or more), findings, and
 // the summary line with the next command to run.
-void print_check_text(std::FILE* out, const check::CheckReport& r, bool color);
+// `fix_command` is the `mldoctor fix` that repeats this check (its --python,
+// --import, --root...), shown in the summary line for eval "$(...)".
+void print_check_text(std::FILE* out, const check::CheckReport& r, bool color,
+                      const std::string& fix_command = "mldoctor fix");
 void print_check_markdown(std::FILE* out, const check::CheckReport& r);
 
 }  // namespace mld::render

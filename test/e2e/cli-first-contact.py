@@ -82,6 +82,19 @@ if os.access("/usr/bin/python3", os.X_OK):
     check_in("tensorflow: not found on the interpreter's sys.path", p.stdout, "--import: an unknown name is reported")
     check_in("foo: not found on the interpreter's sys.path", p.stdout, "--import: every unknown name")
 
+# The summary line's `mldoctor fix` repeats the check's options, so eval
+# "$(...)" sets what this report found (it forgot --python before).
+if os.access("/usr/bin/python3", os.X_OK):
+    env = dict(os.environ, OMP_NUM_THREADS="64", NO_COLOR="1")
+    p = run("check", "--python", "/usr/bin/python3", "--import", "torch", env=env)
+    line = [l for l in p.stdout.splitlines() if "eval \"$(" in l]
+    if check(line, "check with a fixable finding names the fix command:\n" + p.stdout[-600:]):
+        fix = line[-1].split('eval "$(', 1)[1].rsplit(')"', 1)[0]
+        check_eq(fix, "mldoctor fix --python /usr/bin/python3 --import torch", "the fix command keeps --python and --import")
+        q = subprocess.run([MLDOCTOR] + fix.split()[1:], capture_output=True, text=True, env=env, timeout=120)
+        check("nothing to set" not in q.stdout and "export " in q.stdout,
+              "that fix command sets what the check found:\n" + q.stdout)
+
 p = run("libs", "/bin/true")
 check_eq(p.returncode, 0, "libs /bin/true: exit 0")
 check(p.stdout.rstrip().endswith("✓ no findings"), "libs ends with a summary line:\n" + p.stdout)
