@@ -1,0 +1,531 @@
+"""mldoctor.runtimes(): the OpenMP and BLAS runtimes loaded in *this*
+process now, each recognised by the symbols it defines itself (as the
+binary's audit module does, src/trace/audit.c runtime_of), never by its file
+name, so renamed vendored copies (torch's libgomp-a34b3233.so.1,
+scikit-learn's libgomp) count:
+
+- the loaded objects come from dl_iterate_phdr (ctypes), in load order;
+- an object "defines" a symbol when dlsym() on its own RTLD_NOLOAD handle
+  returns an address inside one of its own PT_LOAD segments (dlsym on a
+  handle also searches the object's dependencies, which is not defining);
+- LLVM's libomp and Intel's libiomp5 (one lineage: __kmpc_fork_call) are
+  told apart by the version strings they carry ("@(#) LLVM OMP ...",
+  "@(#) Intel(R) OMP ..."), GNU libgomp by GOMP_parallel;
+- DT_NEEDED, DT_SONAME and the OMP_x version definitions are read from each
+  object's file with struct (nothing of the process's memory is parsed).
+
+Thread counts are the runtime's own answer, called through its own handle:
+omp_get_max_threads() (per calling thread, as OpenMP defines it),
+mkl_get_max_threads(), openblas_get_num_threads(), ... An LLVM/Intel
+runtime that is not yet initialised is asked only when it is the only one of
+its lineage (or KMP_DUPLICATE_LIB_OK is set): asking initialises it, and a
+second copy initialising aborts the process with OMP: Error #15."""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["Runtime", "runtimes", "OPENMP_KINDS", "KMP_KINDS"]
+
+OPENMP_KINDS = ("gnu-openmp", "llvm-openmp", "intel-openmp")
+KMP_KINDS = ("llvm-openmp", "intel-openmp")
+
+KIND_NAMES = {"gnu-openmp": "GNU libgomp", "llvm-openmp": "LLVM libomp", "intel-openmp": "Intel libiomp5",
+              "mkl": "MKL", "openblas": "OpenBLAS", "blis": "BLIS", "flexiblas": "FlexiBLAS"}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One thread-pool runtime loaded in this process.
+
+    path: the object's real path (what threadpoolctl calls `filepath`);
+    loaded_as: the name the loader recorded (dl_iterate_phdr's dlpi_name);
+    kind: gnu-openmp, llvm-openmp, intel-openmp, mkl, openblas, blis, flexiblas;
+    version: what the runtime says of itself (openblas_get_config,
+      MKL_Get_Version_String, bli_info_get_version_str; LLVM/Intel OpenMP's
+      "OMP version" string, which LLVM builds leave at 5.0.20140926), else None;
+    interface: the highest OpenMP interface the object defines (OMP_5.1),
+      OpenMP runtimes only;
+    num_threads: the runtime's current count for the calling thread, None
+      when it could not be asked safely (see the module's notes);
+    loaded_by: the first loaded object whose DT_NEEDED brings it in, or
+      "dlopen" when none needs it (ctypes.CDLL, an extension's own dlopen);
+    needed_by: every loaded object whose DT_NEEDED resolves to it;
+    soname: its DT_SONAME (a renamed copy keeps the original's)."""
+    path: str
+    loaded_as: str
+    kind: str
+    version: Optional[str]
+    interface: Optional[str]
+    num_threads: Optional[int]
+    loaded_by: str
+    needed_by: Tuple[str, ...] = ()
+    soname: Optional[str] = None
+
+    @property
+    def is_openmp(self) -> bool:
+        return self.kind in OPENMP_KINDS
+
+    def describe(self) -> str:
+        return "%s %s" % (KIND_NAMES.get(self.kind, self.kind), self.path)
+
+
+# ---------------------------------------------------------------- ctypes
+
+RTLD_NOW = getattr(os, "RTLD_NOW", 2)
+RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
+
+
+class _DlPhdrInfo(ctypes.Structure):
+    _fields_ = [("dlpi_addr", ctypes.c_void_p), ("dlpi_name", ctypes.c_char_p),
+                ("dlpi_phdr", ctypes.c_void_p), ("dlpi_phnum", ctypes.c_uint16)]
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_DlPhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
+_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr
+PT_LOAD, PT_DYNAMIC = 1, 2
+
+_libc = None
+
+
+def _dl():
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(None)
+        lib.dl_iterate_phdr.argtypes = [_CALLBACK, ctypes.c_void_p]
+        lib.dl_iterate_phdr.restype = ctypes.c_int
+        lib.dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.dlopen.restype = ctypes.c_void_p
+        lib.dlclose.argtypes = [ctypes.c_void_p]
+        lib.dlclose.restype = ctypes.c_int
+        lib.dlsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.dlsym.restype = ctypes.c_void_p
+        lib.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        lib.dladdr.restype = ctypes.c_int
+        _libc = lib
+    return _libc
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    name: str  # dlpi_name
+    base: int  # dlpi_addr, the load bias
+    segments: Tuple[Tuple[int, int], ...]  # [start, end) of each PT_LOAD in memory
+
+    def holds(self, addr: int) -> bool:
+        return any(s <= addr < e for s, e in self.segments)
+
+
+def loaded_objects() -> List[_Loaded]:
+    """The objects of the main namespace in link-map order (the program,
+    whose name is empty, and the vDSO left out)."""
+    out: List[_Loaded] = []
+
+    def visit(info_p, size, data):  # runs under the loader's lock: no dlopen here
+        try:
+            info = info_p.contents
+            name = (info.dlpi_name or b"").decode("utf-8", "surrogateescape")
+            if not name.startswith("/") and "/" not in name:
+                return 0
+            base = info.dlpi_addr or 0
+            segs = []
+            raw = ctypes.string_at(info.dlpi_phdr, _PHDR.size * info.dlpi_phnum)
+            for i in range(info.dlpi_phnum):
+                p_type, _f, _o, vaddr, _pa, _fs, memsz, _al = _PHDR.unpack_from(raw, i * _PHDR.size)
+                if p_type == PT_LOAD:
+                    segs.append((base + vaddr, base + vaddr + memsz))
+            out.append(_Loaded(name, base, tuple(segs)))
+        except Exception:  # never let an exception cross the C callback
+            pass
+        return 0
+
+    _dl().dl_iterate_phdr(_CALLBACK(visit), None)
+    return out
+
+
+class _Handle:
+    """dlopen(name, RTLD_NOLOAD) of an object already loaded, closed after use."""
+
+    def __init__(self, obj: _Loaded) -> None:
+        self.obj = obj
+        self.h = _dl().dlopen(obj.name.encode("utf-8", "surrogateescape"), RTLD_NOW | RTLD_NOLOAD)
+
+    def __enter__(self) -> _Handle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.h:
+            _dl().dlclose(self.h)
+            self.h = None
+
+    def own(self, symbol: str) -> Optional[int]:
+        """The address of `symbol` when this object itself defines it."""
+        if not self.h:
+            return None
+        addr = _dl().dlsym(self.h, symbol.encode())
+        if not addr:
+            return None
+        if self.obj.holds(addr):
+            return addr
+        info = _DlInfo()  # a symbol outside the segments (an ifunc's target is inside too): ask the loader
+        if _dl().dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            if info.dli_fname.decode("utf-8", "surrogateescape") == self.obj.name:
+                return addr
+        return None
+
+    def call(self, symbol: str, restype=ctypes.c_int, argtypes: Sequence = (), args: Sequence = ()):
+        addr = self.own(symbol)
+        if addr is None:
+            return None
+        fn = ctypes.CFUNCTYPE(restype, *argtypes)(addr)
+        return fn(*args)
+
+
+# ---------------------------------------------------------------- the file
+
+class _Elf:
+    """What is read from an object's file: soname, DT_NEEDED, version
+    definitions, and on demand the .rodata's version strings."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.soname: Optional[str] = None
+        self.needed: List[str] = []
+        self.verdefs: List[str] = []
+        try:
+            with open(path, "rb") as f:
+                self._read(f)
+        except (OSError, struct.error, ValueError, IndexError):
+            pass
+
+    def _read(self, f) -> None:
+        eh = f.read(64)
+        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:  # ELF64 little-endian only
+            return
+        phoff, = struct.unpack_from("<Q", eh, 32)
+        phentsize, phnum = struct.unpack_from("<HH", eh, 54)
+        f.seek(phoff)
+        raw = f.read(phentsize * phnum)
+        loads, dyn = [], None
+        for i in range(phnum):
+            p_type, _fl, off, vaddr, _pa, filesz, _ms, _al = _PHDR.unpack_from(raw, i * phentsize)
+            if p_type == PT_LOAD:
+                loads.append((vaddr, off, filesz))
+            elif p_type == PT_DYNAMIC:
+                dyn = (off, filesz)
+        if dyn is None:
+            return
+
+        def offset(vaddr: int) -> int:
+            for v, o, s in loads:
+                if v <= vaddr < v + s:
+                    return o + vaddr - v
+            raise ValueError("address outside the file")
+
+        f.seek(dyn[0])
+        d = f.read(dyn[1])
+        tags: Dict[int, int] = {}
+        needed, soname = [], None
+        for i in range(0, len(d) - 15, 16):
+            tag, val = struct.unpack_from("<qQ", d, i)
+            if tag == 0:
+                break
+            if tag == 1:
+                needed.append(val)
+            elif tag == 14:
+                soname = val
+            else:
+                tags.setdefault(tag, val)
+        if 5 not in tags:
+            return
+        strtab = offset(tags[5])
+
+        def string(off: int) -> str:
+            f.seek(strtab + off)
+            chunk = f.read(256)
+            while b"\0" not in chunk and len(chunk) < 4096:
+                more = f.read(256)
+                if not more:
+                    break
+                chunk += more
+            return chunk.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+        self.needed = [string(n) for n in needed]
+        self.soname = string(soname) if soname is not None else None
+        if 0x6FFFFFFC in tags:  # DT_VERDEF, DT_VERDEFNUM
+            at = offset(tags[0x6FFFFFFC])
+            for _ in range(min(tags.get(0x6FFFFFFD, 0), 4096)):
+                f.seek(at)
+                vd = f.read(20)
+                _ver, _flags, _ndx, cnt, _hash, aux, nxt = struct.unpack("<HHHHIII", vd)
+                if cnt:
+                    f.seek(at + aux)
+                    name, = struct.unpack("<I", f.read(4))
+                    self.verdefs.append(string(name))
+                if not nxt:
+                    break
+                at += nxt
+
+    def rodata(self) -> bytes:
+        """The .rodata section (the whole file's first 16 MiB without section headers)."""
+        try:
+            with open(self.path, "rb") as f:
+                eh = f.read(64)
+                shoff, = struct.unpack_from("<Q", eh, 40)
+                shentsize, shnum, shstrndx = struct.unpack_from("<HHH", eh, 58)
+                if shoff and shnum and shstrndx < shnum:
+                    f.seek(shoff)
+                    sh = f.read(shentsize * shnum)
+
+                    def section(i):
+                        name, _t, _fl, _a, off, size = struct.unpack_from("<IIQQQQ", sh, i * shentsize)
+                        return name, off, size
+
+                    _n, stroff, strsize = section(shstrndx)
+                    f.seek(stroff)
+                    names = f.read(strsize)
+                    for i in range(shnum):
+                        name, off, size = section(i)
+                        if names[name:names.find(b"\0", name)] == b".rodata":
+                            f.seek(off)
+                            return f.read(size)
+                f.seek(0)
+                return f.read(16 << 20)
+        except (OSError, struct.error):
+            return b""
+
+
+def _interface(verdefs: Sequence[str]) -> Optional[str]:
+    best, best_key = None, None
+    for v in verdefs:
+        if not v.startswith("OMP_"):
+            continue
+        key = tuple(int(p) if p.isdigit() else 0 for p in v[4:].split("."))
+        if best_key is None or key > best_key:
+            best, best_key = v, key
+    return best
+
+
+# ---------------------------------------------------------------- recognising
+
+_OPENBLAS_GET = [p + "openblas_get_num_threads" + s for p in ("", "scipy_") for s in ("", "64_", "_64")]
+_KMP_VERSION = re.compile(rb"@\(#\) (LLVM|Intel\(R\)) OMP version: ([^\x00\s]+)")
+
+
+def _kind(h: _Handle) -> Optional[str]:
+    """audit.c's runtime_of, by the object's own definitions."""
+    if h.own("omp_get_max_threads") is not None:
+        if h.own("__kmpc_fork_call") is not None:
+            return "kmp"  # LLVM or Intel: decided from the file
+        if h.own("GOMP_parallel") is not None or h.own("GOMP_parallel_start") is not None:
+            return "gnu-openmp"
+    if h.own("MKL_Get_Max_Threads") is not None or h.own("mkl_get_max_threads") is not None:
+        return "mkl"
+    if any(h.own(s) is not None for s in _OPENBLAS_GET):
+        return "openblas"
+    if h.own("bli_thread_get_num_threads") is not None:
+        return "blis"
+    if h.own("flexiblas_get_num_threads") is not None:
+        return "flexiblas"
+    return None
+
+
+@dataclass
+class _Known:
+    kind: Optional[str]
+    elf: Optional[_Elf] = None
+    version: Optional[str] = None
+
+
+_cache: Dict[Tuple[str, int], _Known] = {}
+_elf_cache: Dict[Tuple[str, int], _Elf] = {}
+_lock = threading.RLock()
+
+
+def _elf(o: _Loaded) -> _Elf:
+    key = (o.name, o.base)
+    e = _elf_cache.get(key)
+    if e is None:
+        e = _elf_cache[key] = _Elf(o.name)
+    return e
+
+
+def _known(o: _Loaded) -> _Known:
+    key = (o.name, o.base)
+    k = _cache.get(key)
+    if k is not None:
+        return k
+    with _Handle(o) as h:
+        kind = _kind(h)
+    k = _Known(kind)
+    if kind is not None:
+        k.elf = _elf(o)
+        if kind == "kmp":
+            m = _KMP_VERSION.search(k.elf.rodata())
+            if m:
+                kind = "intel-openmp" if m.group(1).startswith(b"Intel") else "llvm-openmp"
+                k.version = m.group(2).decode("ascii", "replace")
+            else:  # no version strings: the file name it was built as (KMP_LIBRARY_FILE), as the binary does
+                kind = "intel-openmp" if b"\0libiomp5" in k.elf.rodata() else "llvm-openmp"
+            k.kind = kind
+    _cache[key] = k
+    return k
+
+
+def classified() -> List[Tuple[_Loaded, _Known]]:
+    """(object, what it is) for every loaded runtime, in load order. Each
+    object is looked at once: the cheap check guard() repeats."""
+    with _lock:
+        return [(o, k) for o in loaded_objects() for k in (_known(o),) if k.kind is not None]
+
+
+# ---------------------------------------------------------------- asking
+
+def _truthy(v: Optional[str]) -> bool:
+    return bool(v) and v.strip().lower() in ("1", "true", "yes", "on", ".true.", ".t.", "t", "y")
+
+
+def _kmp_registered(rts: Sequence[_Loaded]) -> Optional[_Loaded]:
+    """The LLVM/Intel runtime that registered itself as initialised
+    (__KMP_REGISTERED_LIB_<pid>_<uid>: in /dev/shm or the environment; its
+    value is "<flag address>-<value>-<library file>")."""
+    pid, uid = os.getpid(), os.getuid()
+    values = []
+    for name in ("__KMP_REGISTERED_LIB_%d_%d" % (pid, uid), "__KMP_REGISTERED_LIB_%d" % pid):
+        try:
+            with open("/dev/shm/" + name, "rb") as f:
+                values.append(f.read(512).split(b"\0", 1)[0].decode("ascii", "replace"))
+        except OSError:
+            pass
+        if os.environ.get(name):
+            values.append(os.environ[name])
+    for v in values:
+        parts = v.split("-", 2)
+        try:
+            addr, value = int(parts[0], 16), int(parts[1], 16)
+        except (ValueError, IndexError):
+            continue
+        for o in rts:
+            # a stale registration of an earlier process with this pid fails the flag's value, as in the runtime
+            if o.holds(addr) and ctypes.c_ulong.from_address(addr).value == value:
+                return o
+    return None
+
+
+def _num_threads(o: _Loaded, kind: str, may_ask: bool) -> Optional[int]:
+    if not may_ask:
+        return None
+    with _Handle(o) as h:
+        if kind in OPENMP_KINDS:
+            return h.call("omp_get_max_threads")
+        if kind == "mkl":
+            n = h.call("MKL_Get_Max_Threads")
+            return n if n is not None else h.call("mkl_get_max_threads")
+        if kind == "openblas":
+            for s in _OPENBLAS_GET:
+                n = h.call(s)
+                if n is not None:
+                    return n
+            return None
+        if kind == "blis":
+            n = h.call("bli_thread_get_num_threads")
+            return 1 if n == -1 else n  # unset: BLIS runs single-threaded (threadpoolctl says 1 too)
+        if kind == "flexiblas":
+            return h.call("flexiblas_get_num_threads")
+    return None
+
+
+def _blas_version(o: _Loaded, kind: str) -> Optional[str]:
+    with _Handle(o) as h:
+        if kind == "openblas":
+            for p in ("", "scipy_"):
+                for s in ("", "64_", "_64"):
+                    cfg = h.call(p + "openblas_get_config" + s, restype=ctypes.c_char_p)
+                    if cfg:
+                        t = cfg.decode("utf-8", "replace").split()
+                        return t[1] if len(t) > 1 and t[0] == "OpenBLAS" else None
+            return None
+        if kind == "mkl":
+            buf = ctypes.create_string_buffer(200)
+            for s in ("MKL_Get_Version_String", "mkl_get_version_string"):
+                if h.own(s) is not None:
+                    h.call(s, restype=None, argtypes=(ctypes.c_char_p, ctypes.c_int), args=(buf, 200))
+                    m = re.search(r"Version ([^ ]+) ", buf.value.decode("utf-8", "replace"))
+                    return m.group(1) if m else None
+            return None
+        if kind == "blis":
+            v = h.call("bli_info_get_version_str", restype=ctypes.c_char_p)
+            return v.decode("utf-8", "replace") if v else None
+        if kind == "flexiblas":
+            parts = [ctypes.c_int(), ctypes.c_int(), ctypes.c_int()]
+            r = h.call("flexiblas_get_version", argtypes=(ctypes.POINTER(ctypes.c_int),) * 3,
+                       args=[ctypes.byref(p) for p in parts])
+            return None if r is None else "%d.%d.%d" % tuple(p.value for p in parts)
+    return None
+
+
+def ask_plan(rts: Sequence[Tuple[_Loaded, _Known]]) -> Callable[[_Loaded, str], bool]:
+    """Which runtimes may be called into without risking OMP: Error #15."""
+    kmp = [o for o, k in rts if k.kind in KMP_KINDS]
+    registered = _kmp_registered(kmp) if kmp else None
+    duplicates_ok = _truthy(os.environ.get("KMP_DUPLICATE_LIB_OK"))
+
+    def may_ask(o: _Loaded, kind: str) -> bool:
+        if kind not in KMP_KINDS or duplicates_ok or o is registered:
+            return True
+        return registered is None and len(kmp) == 1
+
+    return may_ask
+
+
+def _needers(objs: Sequence[_Loaded]) -> Dict[str, List[str]]:
+    """realpath of a loaded object -> the loaded objects whose DT_NEEDED
+    resolves to it. A name resolves to the first object in load order
+    known by that name (its path's base name or its soname), as ld.so
+    matches already-loaded objects."""
+    names: Dict[str, str] = {}
+    for o in objs:
+        e = _elf(o)
+        for n in (os.path.basename(o.name), e.soname):
+            if n and n not in names:
+                names[n] = o.name
+    out: Dict[str, List[str]] = {}
+    for o in objs:
+        for n in _elf(o).needed:
+            target = names.get(n) if "/" not in n else n
+            if target and target != o.name:
+                out.setdefault(target, []).append(o.name)
+    return out
+
+
+def runtimes() -> List[Runtime]:
+    """The OpenMP and BLAS runtimes loaded in this process now, in load order."""
+    with _lock:
+        objs = loaded_objects()
+        rts = [(o, k) for o in objs for k in (_known(o),) if k.kind is not None]
+        may_ask = ask_plan(rts)
+        needers = _needers(objs)
+        out = []
+        for o, k in rts:
+            kind = k.kind or ""
+            by = tuple(needers.get(o.name, ()))
+            try:
+                n = _num_threads(o, kind, may_ask(o, kind))
+            except Exception:
+                n = None
+            version = k.version if kind in OPENMP_KINDS else _blas_version(o, kind)
+            out.append(Runtime(path=os.path.realpath(o.name), loaded_as=o.name, kind=kind, version=version,
+                               interface=_interface(k.elf.verdefs) if k.elf and kind in OPENMP_KINDS else None,
+                               num_threads=n, loaded_by=by[0] if by else "dlopen", needed_by=by,
+                               soname=k.elf.soname if k.elf else None))
+        return out
