@@ -16,6 +16,8 @@
 // Every loop advances through the table and stops at its end, so a damaged
 // table read from a running process gives a wrong line at worst, never a
 // hang or a read outside it.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "pystack/pystack.h"
@@ -89,7 +91,9 @@ int locations311_line(ByteView t, int first_line, i64 offset) {
     } else if (code >= kOneLine0 && code < kNoColumns) {
       delta = code - kOneLine0;
     }
-    computed += delta;
+    // A damaged varint can hold any 64-bit value: lines stay within int.
+    computed = std::clamp<i64>(computed + std::clamp<i64>(delta, INT32_MIN, INT32_MAX), INT32_MIN,
+                               INT32_MAX);
     if (start <= offset && offset < end) {
       return code == kNone ? 0 : static_cast<int>(computed);
     }
