@@ -85,7 +85,9 @@ if os.access("/usr/bin/python3", os.X_OK):
 # The summary line's `mldoctor fix` repeats the check's options, so eval
 # "$(...)" sets what this report found (it forgot --python before).
 if os.access("/usr/bin/python3", os.X_OK):
-    env = dict(os.environ, OMP_NUM_THREADS="64", NO_COLOR="1")
+    # Far more threads than this machine's usable CPUs, whatever their
+    # number: a thread-count finding with a setting to fix.
+    env = dict(os.environ, OMP_NUM_THREADS=str(16 * len(os.sched_getaffinity(0))), NO_COLOR="1")
     p = run("check", "--python", "/usr/bin/python3", "--import", "torch", env=env)
     line = [l for l in p.stdout.splitlines() if "eval \"$(" in l]
     if check(line, "check with a fixable finding names the fix command:\n" + p.stdout[-600:]):

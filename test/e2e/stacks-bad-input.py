@@ -22,6 +22,7 @@ a clear note, never a crash, a hang or a signal to the target.
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -135,6 +136,27 @@ with open(target, "w") as f:
             "threading.Thread(target=idle, daemon=True).start()\n"
             "open(sys.argv[1], 'w').close()\n"
             "idle()\n")
+
+# The text form, as py-spy dump prints a thread: the main thread with its
+# wait, then its frames innermost first; the other thread likewise.
+os.unlink(ready) if os.path.exists(ready) else None
+proc = started(["/usr/bin/python3", target, ready], ready)
+time.sleep(0.3)
+p = subprocess.run([MLDOCTOR, "stacks", str(proc.pid)], capture_output=True, text=True, timeout=60,
+                   env=dict(os.environ, NO_COLOR="1"))
+stop(proc)
+check_eq(p.returncode, 0, "stacks (text): exit 0")
+lines = p.stdout.splitlines()
+check(lines and lines[0] == "Process %d: /usr/bin/python3 %s %s" % (proc.pid, target, ready),
+      "stacks (text): the process line first:\n" + p.stdout)
+check_in("  CPython 3.", p.stdout, "stacks (text): the interpreter's release")
+# (the kernel's wait channel after "in" is the kernel's own name: not asserted)
+main_at = [i for i, l in enumerate(lines)
+           if l.startswith("  Thread %d " % proc.pid) and "(main): clock_nanosleep" in l]
+check(main_at and lines[main_at[0] + 1:main_at[0] + 3] == ["    idle (%s:3)" % target, "    <module> (%s:6)" % target],
+      "stacks (text): the main thread, its wait, then idle <- <module> with their lines:\n" + p.stdout)
+check(any(re.match(r"^    run \(threading\.py:\d+\)$", l) for l in lines),
+      "stacks (text): the other thread's frames, standard library files shortened:\n" + p.stdout)
 
 if os.geteuid() == 0 and shutil.which("setpriv"):
     os.unlink(ready) if os.path.exists(ready) else None
