@@ -1,25 +1,23 @@
 #!/usr/bin/env python3
 """Builds dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl from a
-build tree with the standard library only (zipfile, hashlib): no network, no
-setuptools. The wheel holds the package python/mldoctor and, in
+build tree with Debian's own packaging tool, `python3 -m wheel pack`
+(python3-wheel: it writes RECORD and the archive from an unpacked wheel
+laid out here), offline. The wheel holds the package python/mldoctor and, in
 mldoctor/_bin/, the binary with its debug information stripped, its shims
 and the MPI plugin when built. The binary finds its shims next to itself
 (find_shim_dir's first rule), so pip's layout needs no variable; the
 `mldoctor` console script execs it. The platform tag is read from the
 objects themselves: the newest GLIBC_x.y any of them needs (readelf -V),
-the machine from the ELF header. The archive is reproducible: sorted
-entries, fixed time stamps.
+the machine from the ELF header. The archive is reproducible: `wheel pack`
+writes entries sorted and stamped SOURCE_DATE_EPOCH (set to 1980-01-01).
 
     scripts/build-wheel.py [BUILD_DIR [OUT_DIR]]     (make wheel)"""
-import base64
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBJECTS = ("mldoctor", "libmldoctor-audit.so", "libmldoctor-preload.so")
@@ -59,10 +57,6 @@ def machine(path):
     return MACHINES[e_machine]
 
 
-def record_hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def metadata(version):
     return ("Metadata-Version: 2.1\nName: mldoctor\nVersion: %s\nSummary: %s\n"
             "Requires-Python: >=3.8\nClassifier: Operating System :: POSIX :: Linux\n"
@@ -89,44 +83,47 @@ def main(argv):
 
     tmp = tempfile.mkdtemp(prefix="mld-wheel-")
     try:
-        files = []  # (archive name, bytes, mode)
+        stage = os.path.join(tmp, "mldoctor-%s" % version)  # the unpacked wheel
+        bin_dir = os.path.join(stage, "mldoctor", "_bin")
+        os.makedirs(bin_dir)
         objects = [n for n in OBJECTS] + [n for n in OPTIONAL if os.path.isfile(os.path.join(build, n))]
         glibc = (2, 17)
         for name in objects:
-            stripped = os.path.join(tmp, name)
+            stripped = os.path.join(bin_dir, name)
             subprocess.run(["strip", "--strip-debug", "-o", stripped, os.path.join(build, name)], check=True)
+            os.chmod(stripped, 0o755)
             glibc = max(glibc, glibc_needed(stripped))
-            files.append(("mldoctor/_bin/" + name, open(stripped, "rb").read(), 0o755))
         arch = machine(exe)
         pkg = os.path.join(SOURCE, "python", "mldoctor")
         for name in sorted(os.listdir(pkg)):
             if name.endswith(".py") or name == "py.typed":
-                files.append(("mldoctor/" + name, open(os.path.join(pkg, name), "rb").read(), 0o644))
+                shutil.copyfile(os.path.join(pkg, name), os.path.join(stage, "mldoctor", name))
+                os.chmod(os.path.join(stage, "mldoctor", name), 0o644)
+
+        tag = "py3-none-manylinux_%d_%d_%s" % (glibc[0], glibc[1], arch)
+        info = os.path.join(stage, "mldoctor-%s.dist-info" % version)
+        os.makedirs(info)
+        for name, text in (
+                ("METADATA", metadata(version)),
+                ("WHEEL", "Wheel-Version: 1.0\nGenerator: mldoctor scripts/build-wheel.py\n"
+                          "Root-Is-Purelib: false\nTag: %s\n" % tag),
+                ("entry_points.txt", "[console_scripts]\nmldoctor = mldoctor.__main__:console\n"),
+                ("top_level.txt", "mldoctor\n")):
+            with open(os.path.join(info, name), "w") as f:
+                f.write(text)
+
+        os.makedirs(out_dir, exist_ok=True)
+        wheel = os.path.join(out_dir, "mldoctor-%s-%s.whl" % (version, tag))
+        env = dict(os.environ, SOURCE_DATE_EPOCH="315532800")
+        p = subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out_dir, stage], env=env,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            die("python3 -m wheel pack failed (Debian's python3-wheel: scripts/install-deps.sh "
+                "installs it): %s" % (p.stderr.strip() or p.stdout.strip()))
+        if not os.path.isfile(wheel):
+            die("wheel pack wrote no %s: %s" % (wheel, p.stdout.strip()))
     finally:
         shutil.rmtree(tmp)
-
-    tag = "py3-none-manylinux_%d_%d_%s" % (glibc[0], glibc[1], arch)
-    info = "mldoctor-%s.dist-info" % version
-    files += [
-        (info + "/METADATA", metadata(version).encode(), 0o644),
-        (info + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: mldoctor scripts/build-wheel.py\n"
-                           "Root-Is-Purelib: false\nTag: %s\n" % tag).encode(), 0o644),
-        (info + "/entry_points.txt", b"[console_scripts]\nmldoctor = mldoctor.__main__:console\n", 0o644),
-        (info + "/top_level.txt", b"mldoctor\n", 0o644),
-    ]
-    record = "".join("%s,%s,%d\n" % (n, record_hash(d), len(d)) for n, d, _ in files) + info + "/RECORD,,\n"
-    files.append((info + "/RECORD", record.encode(), 0o644))
-
-    os.makedirs(out_dir, exist_ok=True)
-    wheel = os.path.join(out_dir, "mldoctor-%s-%s.whl" % (version, tag))
-    part = wheel + ".part"
-    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data, mode in files:
-            zi = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            zi.external_attr = (0o100000 | mode) << 16
-            zi.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(zi, data, compresslevel=9)
-    os.replace(part, wheel)
     print(wheel)
 
 

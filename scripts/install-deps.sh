@@ -14,7 +14,7 @@ build_pkgs=(
   dpkg-dev file gzip
 )
 test_pkgs=(
-  python3 python3-venv python3-pip patchelf libtree pax-utils ripgrep libomp-dev
+  python3 python3-venv python3-pip python3-wheel patchelf libtree pax-utils ripgrep libomp-dev
   clang-14 clang-format-14 libclang-rt-14-dev lld-14 util-linux
   python3-torch python3-numba python3-opencv python3-numpy
   python3-scipy python3-sklearn python3-faiss
