@@ -286,6 +286,7 @@ void SparseFile::pread_all(u64 off, u64 n, u8* out) const {
     got += static_cast<u64>(r);
   }
   bytes_read_ += n;
+  if (observer_) observer_(off, out, n);
 }
 
 ByteView SparseFile::range(u64 off, u64 n, const char* what) const {

@@ -252,6 +252,12 @@ class SparseFile final : public ByteSource {
   const std::string& name() const { return name_; }
   // Bytes read from the file so far (for tests and measurements).
   u64 bytes_read() const { return bytes_read_; }
+  // Calls `observer` with every range read from the file from now on (its
+  // offset and bytes), as it is read: `mldoctor snapshot` keeps exactly the
+  // pieces of each object the loader model looked at. The observer runs
+  // under the descriptor lock and must not read any SparseFile.
+  using ReadObserver = std::function<void(u64 off, const u8* data, u64 n)>;
+  void observe_reads(ReadObserver observer) { observer_ = std::move(observer); }
 
   struct Extent {
     u64 off = 0;
@@ -274,6 +280,7 @@ class SparseFile final : public ByteSource {
   mutable std::vector<Extent> extents_;
   mutable size_t last_ = 0;
   mutable u64 bytes_read_ = 0;
+  ReadObserver observer_;
 };
 
 // errno as text: "No such file or directory".

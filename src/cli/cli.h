@@ -89,6 +89,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts);
 struct SnapshotOptions {
   std::string out;                    // the archive to create (must not exist)
   std::optional<std::string> python;  // --python
+  std::vector<std::string> imports;   // --import
 };
 int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts);
 

@@ -181,14 +181,20 @@ CommandLine::CommandLine(std::function<std::string()> version) {
       ->type_name(kValueProgram);
   add_common(jit_cmd);
   snapshot_cmd = app.add_subcommand("snapshot",
-                                    "write the /proc, /sys, /etc files the checks read and the "
-                                    "environment (secrets masked) to a new .tar.gz");
+                                    "write what check reads here (the /proc, /sys, /etc files, "
+                                    "the Python environment's metadata, the parts of each library "
+                                    "the loader model reads) and the environment, secrets "
+                                    "masked, to a new .tar.gz");
   snapshot_cmd->group(kGroupDiagnose);
   snapshot_cmd->add_option("OUT", in.snapshot.out, "the archive to create (must not exist)")
       ->required()
       ->type_name(kValueFile);
   snapshot_cmd->add_option("--python", snapshot_python, "the interpreter check examines")
       ->type_name(kValueProgram);
+  snapshot_cmd
+      ->add_option("--import", snapshot_imports,
+                   "the import order check simulates, comma-separated (as check --import)")
+      ->type_name("LIST");
   add_common(snapshot_cmd);
 
   // Inspect.

@@ -38,6 +38,7 @@ struct CommandLine {
   u32 ranks_per_node = 0;
   std::string jit_python;
   std::string snapshot_python;
+  std::string snapshot_imports;
 
   CLI::App *libs_cmd = nullptr, *logs_cmd = nullptr, *check_cmd = nullptr, *fix_cmd = nullptr,
            *jit_cmd = nullptr, *snapshot_cmd = nullptr, *run_cmd = nullptr, *fleet_cmd = nullptr,

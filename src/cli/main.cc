@@ -93,6 +93,7 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
   }
   if (!cl.jit_python.empty()) in.jit.python = cl.jit_python;
   if (!cl.snapshot_python.empty()) in.snapshot.python = cl.snapshot_python;
+  in.snapshot.imports = split_commas(cl.snapshot_imports);
   return std::move(in);
 }
 

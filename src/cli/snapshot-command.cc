@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include "cli/cli.h"
+#include "hostfacts/hostfacts.h"
 #include "snapshot/snapshot.h"
 
 namespace mld::cli {
@@ -49,7 +50,14 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
   host.record_to(log);
   check::CheckOptions co;
   co.python = opts.python;
+  co.imports = opts.imports;
   check::CheckReport r = check::run_check(host, co);
+  if (opts.python && !r.python) {
+    // The interpreter asked for could not be examined: a snapshot without
+    // it would reproduce nothing of the Python side.
+    print_error(r.python_error);
+    return 2;
+  }
   // What the live checks learn from system calls or CPUID, as files that
   // `check --root` reads instead: resource limits, and the CPUID leaves the
   // cpuinfo model used (host::kCpuidFile, in `cpuid -r` form).
@@ -64,9 +72,13 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
   }
   snapshot::Written w = snapshot::write_snapshot(*log, host.environment(), facts, opts.out);
   std::printf(
-      "wrote %s: %zu files, %zu directories, %zu links, %zu variable%s masked (%llu bytes)\n",
-      opts.out.c_str(), w.files, w.directories, w.links, w.masked, w.masked == 1 ? "" : "s",
-      static_cast<unsigned long long>(w.bytes));
+      "wrote %s: %zu files, %zu directories, %zu links (of %zu libraries, only the %s the "
+      "loader model read), %zu variable%s masked (%s)\n",
+      opts.out.c_str(), w.files, w.directories, w.links, w.sparse_files,
+      hostfacts::human_bytes(w.sparse_bytes).c_str(), w.masked, w.masked == 1 ? "" : "s",
+      hostfacts::human_bytes(w.bytes).c_str());
+  std::printf("it holds what check read here: list it with tar -tzvf %s before you share it\n",
+              opts.out.c_str());
   std::printf(
       "analyse it anywhere: mkdir snap && tar -xzf %s -C snap && mldoctor check --root snap\n",
       opts.out.c_str());

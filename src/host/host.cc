@@ -142,7 +142,11 @@ MappedFile Host::map(std::string_view path) const {
 }
 
 std::shared_ptr<SparseFile> Host::open_sparse(std::string_view path) const {
-  if (is_live_root()) return SparseFile::open(std::string(path));
+  if (is_live_root()) {
+    std::shared_ptr<SparseFile> f = SparseFile::open(std::string(path));
+    if (log_) record_pieces(path, *f);
+    return f;
+  }
   // Resolved inside the root like map(); a descriptor closed for the
   // open-file limit is reopened the same way.
   std::string root = root_, rel(path);
@@ -649,9 +653,21 @@ std::optional<Host::Limit> Host::resource_limit(int resource) const {
 std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {
   std::optional<std::string> out = read_file_unlogged(path, max_bytes);
   if (log_ && out) {
+    // Outside the kernel's trees a file is also known by its identity and
+    // real path, so the snapshot keeps one copy under all its names.
+    std::optional<FileStat> st;
+    std::optional<std::string> real;
+    if (!path.starts_with("/proc/") && !path.starts_with("/sys/")) {
+      st = stat_unlogged(path);
+      if (st->kind == FileKind::Regular) real = live_real_path(path);
+    }
     std::lock_guard<std::mutex> lock(log_->mutex);
     std::string& kept = log_->files[std::string(path)];
     if (out->size() > kept.size()) kept = *out;  // the longest read of a file
+    if (real) {
+      log_->stats[std::string(path)] = *st;
+      log_->real_paths[std::string(path)] = *real;
+    }
   }
   return out;
 }
@@ -677,10 +693,53 @@ std::optional<std::string> Host::read_link(std::string_view path) const {
 FileStat Host::stat(std::string_view path) const {
   FileStat out = stat_unlogged(path);
   if (log_ && out.kind != FileKind::Missing && out.kind != FileKind::Error) {
+    std::optional<std::string> real;
+    if (out.kind == FileKind::Regular) real = live_real_path(path);
     std::lock_guard<std::mutex> lock(log_->mutex);
-    log_->stats.insert(std::string(path));
+    log_->stats[std::string(path)] = out;
+    if (real) log_->real_paths[std::string(path)] = *real;
   }
   return out;
+}
+
+// The recorded Host is the live machine's (snapshots record nothing else),
+// where realpath(3) answers without logging.
+std::optional<std::string> Host::live_real_path(std::string_view path) const {
+  if (!is_live_root()) return std::nullopt;
+  char* r = ::realpath(std::string(path).c_str(), nullptr);
+  if (!r) return std::nullopt;
+  std::string out(r);
+  std::free(r);
+  return out;
+}
+
+void Host::record_pieces(std::string_view path, SparseFile& file) const {
+  const std::string key(path);
+  FileStat st = stat_unlogged(path);
+  std::optional<std::string> real = live_real_path(path);
+  {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    AccessLog::Pieces& p = log_->pieces[key];
+    p.stat = st;
+    p.real_path = real.value_or(key);
+  }
+  std::shared_ptr<AccessLog> log = log_;
+  file.observe_reads([log, key](u64 off, const u8* data, u64 n) {
+    std::lock_guard<std::mutex> lock(log->mutex);
+    std::string& kept = log->pieces[key].ranges[off];
+    if (n > kept.size()) kept.assign(reinterpret_cast<const char*>(data), n);
+  });
+}
+
+void Host::record_fact(std::string_view name, std::string_view text) const {
+  if (!log_) return;
+  std::lock_guard<std::mutex> lock(log_->mutex);
+  log_->facts[std::string(name)] = std::string(text);
+}
+
+std::optional<std::string> Host::recorded_fact(std::string_view name) const {
+  if (is_live_root()) return std::nullopt;
+  return read_file_unlogged("/.mldoctor/" + std::string(name), 64 << 20);
 }
 
 }  // namespace mld::host

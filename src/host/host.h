@@ -84,14 +84,28 @@ std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* er
 std::string format_cpuid_dump(const CpuidDump& dump);
 
 // What a Host was asked to read, for `mldoctor snapshot`: every file's
-// contents as returned, every directory listing, every symlink target, and
-// the paths only stat()ed. Shared by copies of the Host; thread-safe.
+// contents as returned, every directory listing, every symlink target, the
+// paths stat()ed with what stat said, the byte ranges read from files
+// opened by ranges (the ELF objects the loader model parsed: a few KiB of
+// each, never the whole file), and facts learnt by running something (the
+// Python probe's answer). Shared by copies of the Host; thread-safe.
 struct AccessLog {
   std::mutex mutex;
   std::map<std::string, std::string> files;                     // path -> contents read
   std::map<std::string, std::vector<std::string>> directories;  // path -> entries
   std::map<std::string, std::string> links;                     // path -> target
-  std::set<std::string> stats;                                  // paths stat()ed
+  std::map<std::string, FileStat> stats;                        // paths stat()ed
+  // A file read by ranges: its identity and size, the path every symlink
+  // of it resolves to, and the bytes read, by offset (overlaps allowed).
+  struct Pieces {
+    FileStat stat;
+    std::string real_path;
+    std::map<u64, std::string> ranges;
+  };
+  std::map<std::string, Pieces> pieces;  // path as opened -> what was read
+  // Real paths of stat()ed regular files (identity across their names).
+  std::map<std::string, std::string> real_paths;
+  std::map<std::string, std::string> facts;  // name under /.mldoctor/ -> text
 };
 
 class Host {
@@ -163,6 +177,14 @@ class Host {
 
   // From now on, record what this Host (and its copies) reads into `log`.
   void record_to(std::shared_ptr<AccessLog> log) { log_ = std::move(log); }
+  bool recording() const { return log_ != nullptr; }
+  // A fact learnt by running something on the live machine (the Python
+  // probe's answer), kept under /.mldoctor/<name> of a snapshot; nothing
+  // when not recording. `name` is a relative path ("python-probe/usr/bin/python3").
+  void record_fact(std::string_view name, std::string_view text) const;
+  // Such a fact as a tree records it; nullopt on the live machine (which
+  // learns it by running the thing) and in trees without it.
+  std::optional<std::string> recorded_fact(std::string_view name) const;
 
   // CPU features from /proc/cpuinfo under the root (x86 flags).
   CpuFeatures cpu_features() const;
@@ -195,6 +217,8 @@ class Host {
 
  private:
   FileStat stat_unlogged(std::string_view path) const;
+  std::optional<std::string> live_real_path(std::string_view path) const;
+  void record_pieces(std::string_view path, SparseFile& file) const;
   std::optional<std::string> read_file_unlogged(std::string_view path, u64 max_bytes) const;
   std::optional<std::vector<std::string>> list_dir_unlogged(std::string_view path) const;
   std::optional<std::string> read_link_unlogged(std::string_view path) const;

@@ -305,7 +305,15 @@ PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
     throw PyenvError(who + "exited with status " + std::to_string(WEXITSTATUS(r.status)) +
                      " at startup" + (r.err.empty() ? "" : ": " + tail_lines(r.err, 600)));
-  return parse_probe_answer(r.out, who);
+  PythonFacts facts = parse_probe_answer(r.out, who);
+  host.record_fact(probe_fact_name(python), r.out);
+  return facts;
+}
+
+std::string probe_fact_name(std::string_view python) {
+  std::string name = "python-probe";
+  if (python.empty() || python[0] != '/') name += "/";
+  return name + std::string(python);
 }
 
 PythonFacts parse_probe_answer(std::string_view out, const std::string& who) {

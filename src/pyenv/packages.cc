@@ -194,8 +194,7 @@ struct PackageScanner {
   // exports PyInit_x: the one case that reads the dynamic symbols.
   bool defines_pyinit(const std::string& path, const std::string& stem) {
     try {
-      MappedFile m = host.map(path);
-      elf::ElfFile e = elf::ElfFile::parse(m.view());
+      elf::ElfFile e = elf::ElfFile::parse(host.open_sparse(path));
       std::string want = "PyInit_" + stem;
       for (const elf::DynamicSymbol& s : e.dynamic_symbols())
         if (s.defined() && s.name == want) return true;
@@ -591,7 +590,11 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
 
 Environment scan_environment(const host::Host& host, const ScanOptions& options) {
   InterpreterChoice choice = choose_interpreter(host, options.python);
-  PythonFacts facts = options.run_interpreter && host.is_live_root()
+  // A snapshot holds the answer the interpreter gave when it was taken:
+  // that, not the layout, is what the live check saw.
+  std::optional<std::string> recorded = host.recorded_fact(probe_fact_name(choice.path));
+  PythonFacts facts = recorded ? parse_probe_answer(*recorded, choice.path + " (recorded): ")
+                      : options.run_interpreter && host.is_live_root()
                           ? probe_interpreter(host, choice.path, options.probe)
                           : infer_from_layout(host, choice.path);
   return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);

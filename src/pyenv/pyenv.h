@@ -115,9 +115,16 @@ struct ProbeOptions {
 // any startup. Requires: host.is_live_root(). Throws PyenvError naming the
 // interpreter when it cannot start, exits non-zero (stderr tail quoted), is
 // killed by a signal, runs past the timeout (then it is killed), or prints
-// something other than the probe's JSON.
+// something other than the probe's JSON. A recording host (`snapshot`)
+// keeps the answer as the fact probe_fact_name(python).
 PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
                               const ProbeOptions& options = {});
+
+// Where a snapshot keeps the probe's answer for the interpreter at
+// `python` (host::Host::record_fact): "python-probe/usr/bin/python3".
+// scan_environment under a root reads it back instead of inferring the
+// facts from the layout.
+std::string probe_fact_name(std::string_view python);
 
 // The probe's answer in `out` (its stdout; text that sitecustomize or a .pth
 // file printed first is skipped: the answer is the last JSON object). Throws

@@ -31,7 +31,10 @@ std::string masked_value(std::string_view name, std::string_view value);
 
 struct Written {
   size_t files = 0, directories = 0, links = 0, masked = 0;
-  u64 bytes = 0;  // of the compressed archive
+  size_t sparse_files = 0;  // objects kept as the ranges read of them
+  u64 sparse_bytes = 0;     // the bytes of those ranges
+  size_t placeholders = 0;  // entries of listed directories, kept empty
+  u64 bytes = 0;            // of the compressed archive
 };
 
 // Writes the archive to `out_path`, which must not exist (it is created
