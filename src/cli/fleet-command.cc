@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -57,10 +58,26 @@ int render(const fleet::Observations& obs, const CommonOptions& common, const re
 
 // ─── MPI ────────────────────────────────────────────────────────────────────
 
+// Test hook (docs/fleet.md, "Testing fleet"): MLDOCTOR_TEST_CLOCK_SKEW_S=
+// SECONDS shifts the clock this rank answers the probe with, so a test on
+// one machine can give one emulated node a clock offset (FLEET006); every
+// node of one machine shares the kernel's CLOCK_REALTIME, which time
+// namespaces do not offset. A value that is not a number is ignored.
+double clock_skew() {
+  static const double skew = [] {
+    std::optional<std::string> v = host::Host::live().getenv("MLDOCTOR_TEST_CLOCK_SKEW_S");
+    if (!v) return 0.0;
+    char* end = nullptr;
+    const double d = std::strtod(v->c_str(), &end);
+    return end && *end == 0 && end != v->c_str() && std::isfinite(d) ? d : 0.0;
+  }();
+  return skew;
+}
+
 double wall_clock() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 + clock_skew();
 }
 
 class Mpi {
