@@ -20,6 +20,7 @@ test_pkgs=(
   python3-scipy python3-sklearn python3-faiss
   libtorch-dev pybind11-dev python3-dev
   groff-base man-db zsh fish
+  slurm-wlm munge
 )
 
 pkgs=("${build_pkgs[@]}")
@@ -37,5 +38,18 @@ echo "install-deps: installing ${missing[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+# munge, slurmctld and slurmd (test/e2e/fleet-slurm.py starts private ones)
+# must not start as services during the install: a container has no init to
+# run them, and a machine's own Slurm must not be disturbed. policy-rc.d
+# exit 101 tells invoke-rc.d "not now"; one already there is left alone.
+policy=/usr/sbin/policy-rc.d
+added_policy=""
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# install-deps.sh: no service starts during the install\nexit 101\n' | $sudo tee "$policy" >/dev/null
+  $sudo chmod 755 "$policy"
+  added_policy=1
+fi
+remove_policy() { if [ -n "$added_policy" ]; then $sudo rm -f "$policy"; fi; }
+trap remove_policy EXIT
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

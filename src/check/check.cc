@@ -219,6 +219,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
 
   hostfacts::CollectOptions co;
   co.ranks_per_node = options.ranks_per_node;
+  co.node_masks = options.node_masks;
   r.facts = hostfacts::collect(host, co);
 
   u16 machine = native_machine();

@@ -41,8 +41,10 @@ struct CheckOptions {
   // table does not know loads its extension modules (pyenv::plan_imports).
   std::vector<std::string> imports;
   std::optional<u32> ranks_per_node;  // --ranks-per-node
-  std::string glibc;                  // override of the detected release ("2.31")
-  std::string cwd;                    // the job's directory (Megatron's fused_kernels/build)
+  // fleet: the affinity mask of every rank on this node (hostfacts).
+  std::optional<std::vector<std::vector<u32>>> node_masks;
+  std::string glibc;  // override of the detected release ("2.31")
+  std::string cwd;    // the job's directory (Megatron's fused_kernels/build)
   // The rules findings take their severity and text from (--rules-dir);
   // null: the builtin rules.
   const rules::RuleSet* rules = nullptr;

@@ -36,6 +36,7 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
   co.python = opts.python;
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
+  co.node_masks = opts.node_masks;
   co.glibc = opts.glibc;
   if (host.is_live_root()) {
     char buf[4096];

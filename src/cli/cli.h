@@ -56,6 +56,8 @@ struct CheckOptions {
   std::vector<std::string> imports;   // --import a,b,c (empty: the usual set)
   std::optional<u32> ranks_per_node;  // --ranks-per-node
   std::string glibc;                  // --glibc override
+  // fleet: every rank's affinity mask on this rank's node, gathered over MPI.
+  std::optional<std::vector<std::vector<u32>>> node_masks;
 };
 
 int run_check(const CommonOptions& common, const CheckOptions& opts);
@@ -75,6 +77,8 @@ std::string find_mpi_plugin(std::string* tried);
 // Whether this build made the MPI plugin (it may still be missing where the
 // binary runs: the mldoctor-mpi package is separate). version.cc.
 bool mpi_plugin_built();
+// " (built against Open MPI 4.1.4)" when this build made the plugin, else "".
+std::string mpi_built_against();
 // `mldoctor diff REPORT...`.
 int run_diff(const CommonOptions& common, const std::vector<std::string>& paths);
 

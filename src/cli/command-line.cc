@@ -51,7 +51,12 @@ CommandLine::CommandLine(std::function<std::string()> version) {
         ->type_name(kValueDir);
     sub->add_flag("--no-builtin-rules", in.common.no_builtin_rules,
                   "use only the rules of --rules-dir");
-    sub->add_flag("--no-color", no_color, "no colour (also NO_COLOR)");
+    sub->add_flag("--no-color", no_color, "no colour (also NO_COLOR, --color never)");
+    sub->add_option("--color", color,
+                    "colour: auto (a terminal, not NO_COLOR, and not a rank under mpirun or "
+                    "srun, whose pty may end in a file), always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->type_name("WHEN");
     sub->add_option("--fail-on", fail_on, "exit 1 when a finding reaches this severity")
         ->check(CLI::IsMember({"info", "warning", "error"}))
         ->type_name("SEVERITY");
@@ -94,7 +99,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   fleet_cmd = app.add_subcommand(
       "fleet",
       "every rank of an MPI job runs check; rank 0 reports what differs between nodes and ranks "
-      "(mpirun -np N mldoctor fleet, srun mldoctor fleet)");
+      "(mpirun -np N mldoctor fleet; under Slurm srun --mpi=pmix mldoctor fleet)");
   fleet_cmd->group(kGroupPreflight);
   add_check_options(fleet_cmd);
   diff_cmd = app.add_subcommand("diff",

@@ -32,6 +32,7 @@ struct CommandLine {
   // into the raw values below, which main.cc validates into `in`.
   Invocation in;
   bool json = false, no_color = false, markdown = false, tree = false;
+  std::string color = "auto";  // --color WHEN
   std::string fail_on = "error";
   std::string load_order;
   std::string imports, python;

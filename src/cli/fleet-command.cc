@@ -6,6 +6,11 @@
 //
 // MPI is reached through libmldoctor-mpi.so (src/mpi), dlopen()ed only by
 // fleet: the binary links no MPI and every other command starts without it.
+// Before MPI_Init the launcher is read from the environment (fleet/launcher.cc):
+// srun without PMIx would make Open MPI abort the process with status 1,
+// which reads as "differences found", so fleet refuses it with status 2 and
+// the command that works; after it, a world smaller than the launcher
+// announced (salloc with no launcher: a world of one) is refused too.
 #include <dlfcn.h>
 #include <time.h>
 #if defined(__SANITIZE_ADDRESS__)
@@ -13,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,6 +28,7 @@
 
 #include "cli/cli.h"
 #include "fleet/fleet.h"
+#include "hostfacts/hostfacts.h"
 #include "mpi/mpi-plugin.h"
 #include "render/fleet-report.h"
 #include "report/report.h"
@@ -51,10 +58,26 @@ int render(const fleet::Observations& obs, const CommonOptions& common, const re
 
 // ─── MPI ────────────────────────────────────────────────────────────────────
 
+// Test hook (docs/fleet.md, "Testing fleet"): MLDOCTOR_TEST_CLOCK_SKEW_S=
+// SECONDS shifts the clock this rank answers the probe with, so a test on
+// one machine can give one emulated node a clock offset (FLEET006); every
+// node of one machine shares the kernel's CLOCK_REALTIME, which time
+// namespaces do not offset. A value that is not a number is ignored.
+double clock_skew() {
+  static const double skew = [] {
+    std::optional<std::string> v = host::Host::live().getenv("MLDOCTOR_TEST_CLOCK_SKEW_S");
+    if (!v) return 0.0;
+    char* end = nullptr;
+    const double d = std::strtod(v->c_str(), &end);
+    return end && *end == 0 && end != v->c_str() && std::isfinite(d) ? d : 0.0;
+  }();
+  return skew;
+}
+
 double wall_clock() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 + clock_skew();
 }
 
 class Mpi {
@@ -125,6 +148,46 @@ std::map<u32, double> probe_clocks(const Mpi& mpi, u32 me, const std::vector<u32
   return offsets;
 }
 
+// The node identity fleet groups by (boot id, else hostname; as
+// facts_from_check reads it) and this rank's affinity mask, one line.
+std::string binding_line(const host::Host& host) {
+  std::string key;
+  for (const char* file : {"/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname"})
+    if (std::optional<std::string> t = host.read_file(file, 4096); t && !trim(*t).empty()) {
+      key = std::string(trim(*t));
+      break;
+    }
+  const hostfacts::CpuFacts cpu = hostfacts::collect_cpu_facts(host);
+  return key + "\t" + (cpu.affinity ? hostfacts::format_cpu_list(*cpu.affinity) : "?") + "\n";
+}
+
+// Every rank's binding line at rank 0, and all of them back to every rank:
+// the affinity masks of the ranks of this rank's node, in rank order, or
+// nullopt when one of them is unknown.
+std::optional<std::vector<std::vector<u32>>> node_masks(const Mpi& mpi, const host::Host& host,
+                                                        int size, bool root) {
+  const std::string mine = binding_line(host);
+  std::string all;
+  for (const std::string& line : mpi.gather(mine, size)) all += line;
+  all = mpi.bcast(all, root);
+  const std::string key = mine.substr(0, mine.find('\t'));
+  std::vector<std::vector<u32>> masks;
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t nl = all.find('\n', pos);
+    if (nl == std::string::npos) nl = all.size();
+    const std::string_view line(all.data() + pos, nl - pos);
+    pos = nl + 1;
+    const size_t tab = line.find('\t');
+    if (tab == std::string_view::npos || line.substr(0, tab) != key) continue;
+    std::optional<std::vector<u32>> m = hostfacts::parse_cpu_list(line.substr(tab + 1));
+    if (!m || m->empty()) return std::nullopt;
+    masks.push_back(std::move(*m));
+  }
+  if (masks.empty()) return std::nullopt;
+  return masks;
+}
+
 }  // namespace
 
 int run_diff(const CommonOptions& common, const std::vector<std::string>& paths) {
@@ -189,7 +252,8 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
                      ? "Install the mldoctor-mpi package (or `cmake --install` the whole build)"
                      : "This mldoctor was built without MPI: apt-get install libopenmpi-dev "
                        "openmpi-bin and rebuild") +
-                "; then launch with `mpirun -np N mldoctor fleet` or `srun mldoctor fleet`");
+                "; then launch with `mpirun -np N mldoctor fleet` or `srun --mpi=pmix mldoctor "
+                "fleet`");
     return 2;
   }
 #if defined(__SANITIZE_ADDRESS__)
@@ -213,6 +277,17 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
     print_error("fleet: " + plugin + " is not a plugin of this mldoctor");
     return 2;
   }
+  const host::Host live = host::Host::live();
+  const std::string_view library = mpi.p->library_version;
+  std::optional<std::vector<std::string>> pmi;
+  if (library.find("Open MPI") != std::string_view::npos && *mpi.p->library_path)
+    pmi = fleet::open_mpi_pmi_components(live, mpi.p->library_path);
+  const fleet::Launcher launcher = fleet::detect_launcher(live, pmi);
+  if (!launcher.problem.empty()) {
+    print_error("fleet: " + launcher.problem + "; " + fleet::launcher_advice() +
+                " (this mldoctor's MPI: " + std::string(library) + ")");
+    return 2;
+  }
   try {
     mpi.check(mpi.p->init(argc, argv), "init");
   } catch (const std::exception& e) {
@@ -224,12 +299,22 @@ int run_fleet(const CommonOptions& common, const CheckOptions& opts, int* argc, 
   try {
     mpi.check(mpi.p->rank(&me_i), "rank");
     mpi.check(mpi.p->size(&size), "size");
+    if (std::optional<std::string> wrong =
+            fleet::world_size_problem(launcher, static_cast<u32>(size))) {
+      // Every rank sees the same variables and says the same: no rank waits.
+      print_error("fleet: " + *wrong);
+      mpi.p->finalize();
+      return 2;
+    }
     const u32 me = static_cast<u32>(me_i);
     const bool root = me == 0;
 
-    // Every rank: its check, cut into groups.
+    // Every rank: its check, cut into groups, knowing the CPUs of the other
+    // ranks of its node (THR001 counts the ranks that share its CPUs).
     host::Host host = analysed_host(common);
-    std::optional<check::CheckReport> checked = checked_report(common, opts, host);
+    CheckOptions with_masks = opts;
+    with_masks.node_masks = node_masks(mpi, host, size, root);
+    std::optional<check::CheckReport> checked = checked_report(common, with_masks, host);
     if (!checked) throw std::runtime_error("the rules could not be loaded");
     json doc = fleet::check_document(*checked, MLD_VERSION);
     fleet::MemberFacts own = fleet::facts_from_check(doc);

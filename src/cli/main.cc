@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "cli/command-line.h"
+#include "fleet/fleet.h"
 
 namespace mld::cli {
 namespace {
@@ -74,12 +75,22 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
                      : cl.markdown ? OutputFormat::Markdown
                      : cl.tree     ? OutputFormat::Tree
                                    : OutputFormat::Text;
-  const bool color_wanted = !cl.no_color && !std::getenv("NO_COLOR");
+  // Colour only for a person: auto is a terminal, without NO_COLOR, and not
+  // a rank under mpirun or srun (mpirun gives each rank a pty even when its
+  // own output goes to a file, so isatty() says nothing about the reader).
+  const host::Host live = host::Host::live();
+  const bool color_wanted =
+      cl.color == "always" || (cl.color == "auto" && !cl.no_color && !live.getenv("NO_COLOR") &&
+                               !fleet::under_launcher(live));
+  const bool forced = cl.color == "always" && !cl.no_color;
   // `run` reports on stderr (or --report FILE): colour follows that stream.
-  if (in.command == Command::Run)
-    in.common.color = color_wanted && in.run.report_file.empty() && isatty(STDERR_FILENO);
+  if (cl.no_color || cl.color == "never")
+    in.common.color = false;
+  else if (in.command == Command::Run)
+    in.common.color =
+        in.run.report_file.empty() && (forced || (color_wanted && isatty(STDERR_FILENO)));
   else
-    in.common.color = color_wanted && isatty(STDOUT_FILENO);
+    in.common.color = forced || (color_wanted && isatty(STDOUT_FILENO));
 
   if (!cl.python.empty()) in.check.python = cl.python;
   if (cl.ranks_per_node) in.check.ranks_per_node = cl.ranks_per_node;

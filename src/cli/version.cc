@@ -36,6 +36,14 @@ std::string glibc_line(const host::Host& live) {
 
 bool mpi_plugin_built() { return MLD_MPI_PLUGIN_BUILT; }
 
+std::string mpi_built_against() {
+#ifdef MLD_MPI_BUILT_AGAINST
+  return std::string(" (built against ") + MLD_MPI_BUILT_AGAINST + ")";
+#else
+  return "";
+#endif
+}
+
 std::string version_text() {
   const host::Host live = host::Host::live();
   std::string out = std::string("mldoctor ") + MLD_VERSION + " (git " + MLD_GIT_REVISION + ", " +
@@ -54,7 +62,7 @@ std::string version_text() {
   else if (plugin.empty())
     out += "plugin not installed (tried " + tried + "): install mldoctor-mpi for fleet\n";
   else
-    out += "plugin " + plugin + "\n";
+    out += "plugin " + plugin + mpi_built_against() + "\n";
   std::optional<std::string> shims = run::find_shim_dir(live);
   out += "shims      " +
          (shims ? host::join_path(*shims, "libmldoctor-{audit,preload}.so")

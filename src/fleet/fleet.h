@@ -24,6 +24,7 @@
 #include "base/base.h"
 #include "detect/detect.h"
 #include "findings/findings.h"
+#include "host/host.h"
 
 namespace mld::check {
 struct CheckReport;
@@ -89,6 +90,38 @@ struct MemberFacts {
 // message for the user when the document is no check report or has a
 // schema this build cannot read (a newer major version).
 MemberFacts facts_from_check(const nlohmann::json& doc);
+
+// ─── launcher.cc: who started this rank, read before MPI_Init ──────────────
+
+enum class LauncherKind { None, Mpirun, Pmix, SrunWithoutPmix, NoLauncher };
+
+struct Launcher {
+  LauncherKind kind = LauncherKind::None;
+  std::string name;     // "srun with PMIx", "mpirun (Open MPI)", ...
+  std::string problem;  // non-empty: MPI_Init cannot reach this launcher, and why
+  // The ranks the launcher announced, and the variable that said so
+  // ("SLURM_NTASKS=2"); nullopt when none did.
+  std::optional<u32> world_size;
+  std::string world_size_source;
+};
+
+// `pmi_components`: the Open MPI pmix components the plugin's MPI has
+// (open_mpi_pmi_components), nullopt when unknown (another MPI, or
+// components linked into libmpi).
+Launcher detect_launcher(const host::Host& host,
+                         const std::optional<std::vector<std::string>>& pmi_components);
+// The names of the mca_pmix_*.so beside the Open MPI whose libmpi is at
+// `libmpi` ("ext3x", "flux", "isolated"; "s1", "s2" where it speaks PMI-1/2).
+std::optional<std::vector<std::string>> open_mpi_pmi_components(const host::Host& host,
+                                                                std::string_view libmpi);
+// How to start fleet so that MPI_Init reaches every rank.
+std::string launcher_advice();
+// The message when MPI's world contradicts the launcher's count; nullopt
+// when it agrees or nothing announced a count.
+std::optional<std::string> world_size_problem(const Launcher& l, u32 size);
+// Whether a launcher started this process (its stdout may be a pty that
+// the launcher forwards into a file: colour is no guide to a person there).
+bool under_launcher(const host::Host& host);
 
 // ─── compare.cc: what differs, and where ────────────────────────────────────
 

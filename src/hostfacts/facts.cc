@@ -57,6 +57,18 @@ json cpu_count(const std::optional<std::vector<u32>>& v) {
   return v ? json(v->size()) : json(nullptr);
 }
 
+json rank_binding(const RankBinding& b) {
+  json masks = nullptr;
+  if (b.masks) {
+    masks = json::array();
+    for (const std::vector<u32>& m : *b.masks) masks.push_back(format_cpu_list(m));
+  }
+  return {{"masks", masks},
+          {"bound", b.bound},
+          {"source", b.source.empty() ? json(nullptr) : json(b.source)},
+          {"ignored", b.ignored}};
+}
+
 json paths(const std::vector<LoaderPathEntry>& entries) {
   json out = json::array();
   for (const LoaderPathEntry& e : entries) out.push_back(e.path);
@@ -131,6 +143,7 @@ void to_json(json& j, const HostFacts& f) {
         {"source", f.ranks_per_node.count ? json(f.ranks_per_node.source) : json(nullptr)},
         {"raw", f.ranks_per_node.count ? json(f.ranks_per_node.raw) : json(nullptr)},
         {"ignored", f.ranks_per_node.ignored}}},
+      {"rank_binding", rank_binding(f.rank_binding)},
       {"rdma_devices", f.rdma_devices},
       {"os", opt(f.os_name)},
       {"cpu_model", opt(f.cpu_model)},

@@ -236,6 +236,12 @@ RanksPerNode collect_ranks_per_node(const host::Host& host, const CollectOptions
     r.raw = std::to_string(*options.ranks_per_node);
     return r;
   }
+  if (options.node_masks && !options.node_masks->empty()) {
+    r.count = static_cast<u32>(options.node_masks->size());
+    r.source = "fleet: ranks on this node";
+    r.raw = std::to_string(*r.count);
+    return r;
+  }
   for (const char* name : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
                            "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}) {
     std::optional<std::string> v = host.getenv(name);
@@ -355,6 +361,7 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
     }
   f.container = collect_container(host);
   f.ranks_per_node = collect_ranks_per_node(host, options);
+  f.rank_binding = collect_rank_binding(host, f.cpu.affinity, options.node_masks);
   if (std::optional<std::vector<std::string>> ib = host.list_dir("/sys/class/infiniband"))
     f.rdma_devices = *ib;
   if (std::optional<std::string> os = host.read_file("/etc/os-release", 1 << 16))

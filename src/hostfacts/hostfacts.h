@@ -164,6 +164,34 @@ struct RanksPerNode {
 // Parses SLURM_TASKS_PER_NODE ("4(x2),3") into one count per node.
 std::optional<std::vector<u32>> parse_slurm_tasks_per_node(std::string_view text);
 
+// rank-binding.cc ////////////////////////////////////////////////////////////
+
+// Which CPUs the ranks of this node run on, as far as anything says. One
+// rank sees only its own affinity mask; whether the other ranks hold the
+// same CPUs or CPUs of their own decides the node's thread budget (THR001).
+struct RankBinding {
+  // Every rank of this node, this one included, when known: `fleet` gathers
+  // each rank's mask; srun lists each local task's CPUs in
+  // SLURM_CPU_BIND_LIST (used only when this rank's entry is its mask).
+  std::optional<std::vector<std::vector<u32>>> masks;
+  // Each rank has CPUs of its own: the masks are disjoint, or the launcher
+  // bound every rank to its own core or hardware thread (mpirun --bind-to
+  // core, its default for up to 2 ranks).
+  bool bound = false;
+  std::string source;  // "fleet: every rank's affinity mask", "SLURM_CPU_BIND_LIST=0,1", ...
+  std::vector<std::string> ignored;  // launcher variables that said nothing usable, and why
+};
+
+// The launcher's word (SLURM_CPU_BIND_TYPE/LIST, Open MPI's
+// OMPI_MCA_orte_bound_at_launch and binding policy) checked against this
+// rank's own mask; `masks` (fleet) wins over every variable.
+RankBinding collect_rank_binding(const host::Host& host, const std::optional<std::vector<u32>>& own,
+                                 const std::optional<std::vector<std::vector<u32>>>& masks);
+// SLURM_CPU_BIND_LIST under SLURM_CPU_BIND_TYPE "map_cpu:" (a CPU per task)
+// or "mask_cpu:" (a hex mask per task): one CPU list per local task.
+std::optional<std::vector<std::vector<u32>>> parse_slurm_cpu_bind_list(std::string_view type,
+                                                                       std::string_view list);
+
 struct HostFacts {
   CpuFacts cpu;
   std::vector<NumaNode> numa_nodes;
@@ -181,6 +209,7 @@ struct HostFacts {
   std::optional<std::string> glibc_version;
   ContainerFacts container;
   RanksPerNode ranks_per_node;
+  RankBinding rank_binding;
   std::vector<std::string> rdma_devices;  // /sys/class/infiniband entries
   std::optional<std::string> os_name;     // PRETTY_NAME of /etc/os-release
   std::optional<std::string> cpu_model;   // the first "model name" of /proc/cpuinfo
@@ -194,6 +223,9 @@ struct HostFacts {
 
 struct CollectOptions {
   std::optional<u32> ranks_per_node;  // `--ranks-per-node`: wins over every variable
+  // `fleet`: the affinity mask of every rank on this node (this one's
+  // included), gathered over MPI; also gives the ranks per node.
+  std::optional<std::vector<std::vector<u32>>> node_masks;
 };
 
 HostFacts collect_host_facts(const host::Host& host, const CollectOptions& options = {});

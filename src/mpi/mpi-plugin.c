@@ -2,13 +2,16 @@
  * behind the plain C table of mpi-plugin.h. Built only where MPI's headers
  * are (Debian: libopenmpi-dev); everything it does is a collective on
  * MPI_COMM_WORLD or a point-to-point exchange with rank 0. */
+#define _GNU_SOURCE
 #include "mpi/mpi-plugin.h"
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char version[MPI_MAX_LIBRARY_VERSION_STRING];
+static char library_path[4096];
 
 static int init(int* argc, char*** argv) {
   int ready = 0;
@@ -107,19 +110,15 @@ __attribute__((visibility("default"))) const struct mld_mpi_plugin* mld_mpi_plug
     MPI_Get_library_version(version, &len);
     char* nl = strchr(version, '\n');
     if (nl) *nl = 0;
-    table = (struct mld_mpi_plugin){MLD_MPI_PLUGIN_ABI,
-                                    version,
-                                    init,
-                                    finalize,
-                                    abort_job,
-                                    rank,
-                                    size,
-                                    gatherv,
-                                    bcast,
-                                    send_doubles,
-                                    recv_doubles,
-                                    bcast_int,
-                                    error_text};
+    Dl_info info;
+    if (dladdr((void*)MPI_Init, &info) && info.dli_fname) {
+      strncpy(library_path, info.dli_fname, sizeof library_path - 1);
+      library_path[sizeof library_path - 1] = 0;
+    }
+    table =
+        (struct mld_mpi_plugin){MLD_MPI_PLUGIN_ABI, version,      library_path, init,      finalize,
+                                abort_job,          rank,         size,         gatherv,   bcast,
+                                send_doubles,       recv_doubles, bcast_int,    error_text};
   }
   return &table;
 }

@@ -14,11 +14,15 @@
 extern "C" {
 #endif
 
-#define MLD_MPI_PLUGIN_ABI 1
+#define MLD_MPI_PLUGIN_ABI 2
 
 struct mld_mpi_plugin {
   int abi;                     /* MLD_MPI_PLUGIN_ABI */
   const char* library_version; /* MPI_Get_library_version, first line */
+  /* The file the loader mapped MPI_Init from (dladdr), "" when unknown:
+   * fleet looks beside it for the launcher interfaces this MPI speaks
+   * before it calls init, which aborts the process when none fits. */
+  const char* library_path;
   int (*init)(int* argc, char*** argv);
   int (*finalize)(void);
   void (*abort_job)(int code);
@@ -38,7 +42,7 @@ struct mld_mpi_plugin {
   void (*error_text)(int code, char* buf, int size);
 };
 
-/* The plugin's only export. */
+/* The plugin's only export (the table's abi says which layout it has). */
 const struct mld_mpi_plugin* mld_mpi_plugin_v1(void);
 
 #ifdef __cplusplus

@@ -11,6 +11,10 @@ The report must name exactly these differences and node groups, count node
 facts once per node, and fetch details only for what differs. Also: one
 rank's error aborts the job instead of hanging it, and fleet without its MPI
 plugin says how to get it (exit 2).
+On the live machine (issue 21): ranks bound to a core each are not told
+that they oversubscribe (THR001), while unbound ranks and bound ranks with
+more threads than CPUs still are; and `mpirun ... fleet > file`, whose ranks
+write to a pty, puts no colour codes in the file unless --color always.
 """
 import json
 import os
@@ -140,6 +144,49 @@ with tempfile.TemporaryDirectory() as t:
               "a failing rank aborts the job with its message: rc=%d\n%s" % (p.returncode, p.stderr[-2000:]))
     except subprocess.TimeoutExpired:
         check(False, "a failing rank left the job hanging")
+
+    # THR001 per rank on the live machine: the ranks' masks are gathered
+    # before check, so ranks bound to a core each have that core to
+    # themselves; unbound ranks share the node.
+    live = dict(env)
+    del live["OMPI_MCA_rmaps_base_oversubscribe"]
+    cpus = len(os.sched_getaffinity(0))
+
+    def thr001(bind, *extra):
+        cmd = ["mpirun", "-np", "2", "--bind-to", bind] + list(extra) + [MLDOCTOR, "fleet", "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=live, timeout=600)
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            check(False, "%s: one JSON document (rc=%d)\n%s" % (" ".join(cmd[:6]), p.returncode, p.stderr[-2000:]))
+            return None
+        return [f for f in doc["node_findings"] if f["rule"] == "THR001"]
+
+    if cpus >= 2:
+        bound = thr001("core")
+        check(bound == [], "ranks bound to a core each: no THR001 (%s)" % bound)
+        many = thr001("core", "-x", "OMP_NUM_THREADS=%d" % (2 * cpus))
+        check(many and "the rank oversubscribes its CPUs" in many[0]["message"]
+              and len(many[0]["members"]) == 2,
+              "bound ranks with more threads than their CPUs: THR001 per rank (%s)" % many)
+        shared = thr001("none")
+        check(shared and "2 rank(s) × %d threads" % cpus in shared[0]["message"]
+              and "the ranks oversubscribe the node" in shared[0]["message"],
+              "unbound ranks share the node: THR001 (%s)" % shared)
+
+    # mpirun gives each rank a pty: a report redirected to a file has no
+    # colour codes (no NO_COLOR here), unless --color always asks for them.
+    plain = {k: v for k, v in env.items() if k != "NO_COLOR"}
+    for extra, coloured in (([], False), (["--color", "always"], True)):
+        out_path = os.path.join(t, "fleet-out.txt")
+        with open(out_path, "wb") as f:
+            p = subprocess.run(["mpirun", "-np", "2", MLDOCTOR, "fleet", "--root", a] + extra,
+                               stdout=f, stderr=subprocess.PIPE, env=plain, timeout=600)
+        data = open(out_path, "rb").read()
+        check(b"mldoctor fleet \xc2\xb7 2 ranks" in data, "report written to the file (rc=%d): %r"
+              % (p.returncode, data[:300]))
+        check((b"\x1b[" in data) == coloured, "mpirun ... fleet %s> file: colour codes %s"
+              % (" ".join(extra), "present" if coloured else "absent"))
 
     # Without the plugin: a clear message, exit 2, nothing else.
     e = dict(env, MLDOCTOR_SHIM_DIR=t)

@@ -298,5 +298,64 @@ TEST(FleetClock, OffsetBeyondASecondIsAFinding) {
   EXPECT_DOUBLE_EQ(*c.max_clock_offset, 0.004);
 }
 
+// ─── launcher.cc ─────────────────────────────────────────────────────────────
+
+Launcher launcher(std::map<std::string, std::string> env,
+                  std::optional<std::vector<std::string>> pmi = std::vector<std::string>{
+                      "ext3x", "flux", "isolated"}) {
+  return detect_launcher(host::Host("/nonexistent-root", std::move(env)), pmi);
+}
+
+TEST(Launcher, SrunWithoutPmixIsRefusedBeforeMpiInit) {
+  // Plain srun under MpiDefault=none: no PMIx, no PMI at all.
+  Launcher l = launcher({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(l.kind, LauncherKind::SrunWithoutPmix);
+  EXPECT_NE(l.problem.find("without PMIx (--mpi=pmix)"), std::string::npos) << l.problem;
+  // srun --mpi=pmi2 with Debian's Open MPI (pmix components only).
+  l = launcher({{"SLURM_STEP_ID", "0"}, {"PMI_FD", "7"}, {"PMI_RANK", "0"}});
+  EXPECT_NE(l.problem.find("no PMI-1/PMI-2 component (its pmix components: ext3x, flux, isolated)"),
+            std::string::npos)
+      << l.problem;
+  // An Open MPI with Slurm's PMI-2 (s2), or an MPI whose components are unknown: let it try.
+  EXPECT_TRUE(
+      launcher({{"SLURM_STEP_ID", "0"}, {"PMI_FD", "7"}}, std::vector<std::string>{"s1", "s2"})
+          .problem.empty());
+  EXPECT_TRUE(launcher({{"SLURM_STEP_ID", "0"}, {"PMI_FD", "7"}}, std::nullopt).problem.empty());
+  EXPECT_NE(launcher_advice().find("srun --mpi=pmix"), std::string::npos);
+  EXPECT_NE(launcher_advice().find("MpiDefault=pmix"), std::string::npos);
+}
+
+TEST(Launcher, WorldSizeFromTheLauncherThatStartedTheRank) {
+  Launcher l = launcher({{"SLURM_STEP_ID", "3"},
+                         {"PMIX_RANK", "0"},
+                         {"PMIX_NAMESPACE", "slurm.pmix.5.3"},
+                         {"SLURM_STEP_NUM_TASKS", "4"},
+                         {"SLURM_NTASKS", "8"}});
+  EXPECT_EQ(l.kind, LauncherKind::Pmix);
+  EXPECT_TRUE(l.problem.empty());
+  EXPECT_EQ(l.world_size, 4u);
+  EXPECT_EQ(l.world_size_source, "SLURM_STEP_NUM_TASKS=4");
+  EXPECT_FALSE(world_size_problem(l, 4));
+  // mpirun -np 2 inside an allocation of 8: mpirun's own count.
+  l = launcher(
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_NTASKS", "8"}});
+  EXPECT_EQ(l.kind, LauncherKind::Mpirun);
+  EXPECT_EQ(l.world_size, 2u);
+  // salloc -n2 mldoctor fleet: a world of one where the allocation has 2.
+  l = launcher({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(l.kind, LauncherKind::NoLauncher);
+  std::optional<std::string> p = world_size_problem(l, 1);
+  ASSERT_TRUE(p);
+  EXPECT_NE(p->find("MPI made a world of 1 rank(s), but SLURM_NTASKS=2 says the job has 2"),
+            std::string::npos)
+      << *p;
+  EXPECT_NE(p->find("srun --mpi=pmix"), std::string::npos);
+  // torchrun's WORLD_SIZE without MPI; and nothing at all.
+  EXPECT_TRUE(world_size_problem(launcher({{"WORLD_SIZE", "4"}}), 1));
+  EXPECT_FALSE(world_size_problem(launcher({}), 1));
+  EXPECT_FALSE(under_launcher(host::Host("/nonexistent-root", {{"SLURM_JOB_ID", "7"}})));
+  EXPECT_TRUE(under_launcher(host::Host("/nonexistent-root", {{"OMPI_COMM_WORLD_RANK", "0"}})));
+}
+
 }  // namespace
 }  // namespace mld::fleet
