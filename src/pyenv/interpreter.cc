@@ -44,6 +44,10 @@ bool is_regular(const host::Host& host, const std::string& path) {
   return host.stat(path).kind == host::FileKind::Regular;
 }
 
+bool is_dir(const host::Host& host, const std::string& p) {
+  return host.stat(p).kind == host::FileKind::Directory;
+}
+
 }  // namespace
 
 InterpreterChoice choose_interpreter(const host::Host& host,
@@ -102,6 +106,150 @@ InterpreterChoice choose_interpreter(const host::Host& host,
   throw PyenvError(
       "no Python interpreter: --python not given, $VIRTUAL_ENV and "
       "$CONDA_PREFIX unset or without bin/python, no python3 on PATH");
+}
+
+// ─── pyenv shims ────────────────────────────────────────────────────────────
+
+namespace {
+
+// pyenv-version-file-read: the first word of each line, blank lines and
+// "#" comments skipped, words that could leave versions/ ("..", a "/")
+// ignored, joined with ':'. At most 64 KiB is read.
+std::string version_file_words(std::string_view text) {
+  std::string out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    line = trim(line);
+    size_t end = line.find_first_of(" \t\r");
+    std::string_view word = line.substr(0, end);
+    if (word.empty() || word.front() == '#' || word == ".." ||
+        word.find('/') != std::string_view::npos)
+      continue;
+    out += (out.empty() ? "" : ":") + std::string(word);
+  }
+  return out;
+}
+
+// "3.11.7" < "3.11.10": dotted numbers compared as numbers.
+bool version_less(std::string_view a, std::string_view b) {
+  while (!a.empty() || !b.empty()) {
+    u64 x = 0, y = 0;
+    size_t i = 0, j = 0;
+    while (i < a.size() && a[i] != '.' && i < 18) x = x * 10 + static_cast<u64>(a[i++] - '0');
+    while (j < b.size() && b[j] != '.' && j < 18) y = y * 10 + static_cast<u64>(b[j++] - '0');
+    if (x != y) return x < y;
+    a.remove_prefix(std::min(a.size(), i + 1));
+    b.remove_prefix(std::min(b.size(), j + 1));
+  }
+  return false;
+}
+
+bool is_executable_file(const host::Host& host, const std::string& path) {
+  host::FileStat st = host.stat(path);
+  return st.kind == host::FileKind::Regular && (st.mode & 0111) != 0;
+}
+
+// pyenv-prefix / pyenv-latest: the installed version directory an entry
+// names: itself, without a "python-" prefix, else the newest installed
+// <entry>.N (numbers only: "3.11" is not "3.11-dev").
+std::optional<std::string> installed_version(const host::Host& host, const std::string& versions,
+                                             const std::string& entry) {
+  std::string bare = entry.starts_with("python-") ? entry.substr(7) : entry;
+  for (const std::string& v : {entry, bare})
+    if (!v.empty() && is_dir(host, host::join_path(versions, v))) return v;
+  std::optional<std::string> best;
+  if (std::optional<std::vector<std::string>> names = host.list_dir(versions))
+    for (const std::string& n : *names) {
+      if (!n.starts_with(bare + ".") || n.size() == bare.size() + 1) continue;
+      if (n.substr(bare.size() + 1).find_first_not_of("0123456789.") != std::string::npos) continue;
+      if (!best || version_less(*best, n)) best = n;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::optional<PyenvShim> read_pyenv_shim(const host::Host& host, const std::string& path) {
+  // A shim is a few hundred bytes of bash; anything else (an ELF
+  // interpreter, a FIFO) is not read at all.
+  host::FileStat st = host.stat(path);
+  if (st.kind != host::FileKind::Regular || st.size > (64 << 10)) return std::nullopt;
+  std::optional<std::string> text = host.read_file(path, 64 << 10);
+  if (!text || !text->starts_with("#!") ||
+      (text->find("pyenv\" exec") == std::string::npos &&
+       text->find("pyenv exec") == std::string::npos))
+    return std::nullopt;
+  PyenvShim shim;
+  shim.program = std::string(base_name(path));
+  // `export PYENV_ROOT="/root/.pyenv"`, written by pyenv-rehash.
+  if (size_t at = text->find("export PYENV_ROOT="); at != std::string::npos) {
+    std::string_view v = std::string_view(*text).substr(at + 18);
+    v = v.substr(0, v.find('\n'));
+    v = trim(v);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      v = v.substr(1, v.size() - 2);
+    shim.pyenv_root = std::string(v);
+  }
+  if (shim.pyenv_root.empty()) shim.pyenv_root = host.getenv("PYENV_ROOT").value_or("");
+  if (shim.pyenv_root.empty()) shim.pyenv_root = host::dir_name(host::dir_name(path));
+  const std::string versions_dir = host::join_path(shim.pyenv_root, "versions");
+
+  std::string wanted;
+  if (std::optional<std::string> v = host.getenv("PYENV_VERSION"); v && !v->empty()) {
+    wanted = *v;
+    shim.version_origin = "$PYENV_VERSION";
+  } else {
+    std::string file = host::join_path(shim.pyenv_root, "version");
+    if (host.stat(file).kind == host::FileKind::Regular)
+      if (std::optional<std::string> t = host.read_file(file, 64 << 10))
+        wanted = version_file_words(*t);
+    if (!wanted.empty()) shim.version_origin = file;
+  }
+
+  // pyenv-which: each entry in turn, then "system".
+  std::vector<std::string> entries;
+  for (size_t i = 0; i <= wanted.size();) {
+    size_t colon = std::min(wanted.find(':', i), wanted.size());
+    if (colon > i) entries.push_back(wanted.substr(i, colon - i));
+    i = colon + 1;
+  }
+  entries.push_back("system");
+  std::vector<std::string> not_installed;
+  for (const std::string& e : entries) {
+    if (e == "system") {
+      const std::string shims = host::join_path(shim.pyenv_root, "shims");
+      const std::string path = host.getenv("PATH").value_or("");
+      std::string_view rest = path;
+      while (!shim.target) {
+        size_t colon = rest.find(':');
+        std::string dir(rest.substr(0, colon));
+        if (!dir.empty() && dir.front() == '/' && host::normalize_path(dir) != shims) {
+          std::string p = host::join_path(dir, shim.program);
+          if (is_executable_file(host, p)) shim.target = p;
+        }
+        if (colon == std::string_view::npos) break;
+        rest.remove_prefix(colon + 1);
+      }
+    } else if (std::optional<std::string> v = installed_version(host, versions_dir, e)) {
+      std::string p = host::join_path(host::join_path(versions_dir, *v), "bin/" + shim.program);
+      if (is_executable_file(host, p)) shim.target = p;
+      if (shim.target) shim.version = *v;
+    } else {
+      not_installed.push_back(e);
+    }
+    if (shim.target) {
+      if (shim.version.empty()) shim.version = e;
+      break;
+    }
+  }
+  if (!shim.target) {
+    shim.error = "pyenv: " + shim.program + ": command not found";
+    for (const std::string& v : not_installed)
+      shim.error += "; version `" + v + "' is not installed (set by " + shim.version_origin + ")";
+  }
+  return shim;
 }
 
 // ─── probing the live interpreter ───────────────────────────────────────────
@@ -366,7 +514,10 @@ struct PyvenvCfg {
 // site.py's venv(): "key = value" lines, keys lower-cased.
 std::optional<PyvenvCfg> read_pyvenv_cfg(const host::Host& host, const std::string& bin_dir) {
   for (const std::string& dir : {host::dir_name(bin_dir), bin_dir}) {
-    std::optional<std::string> text = host.read_file(host::join_path(dir, "pyvenv.cfg"), 64 << 10);
+    // Only a regular file is opened: a FIFO named pyvenv.cfg would block.
+    std::string cfg_path = host::join_path(dir, "pyvenv.cfg");
+    if (!is_regular(host, cfg_path)) continue;
+    std::optional<std::string> text = host.read_file(cfg_path, 64 << 10);
     if (!text) continue;
     PyvenvCfg cfg;
     cfg.dir = dir;
@@ -418,10 +569,6 @@ std::string_view machine_from_elf(u16 e_machine) {
     case elf::EM_386: return "i686";
     default: return "";
   }
-}
-
-bool is_dir(const host::Host& host, const std::string& p) {
-  return host.stat(p).kind == host::FileKind::Directory;
 }
 
 // site.addsitedir: the directory, then the path lines of its *.pth files in

@@ -592,11 +592,26 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
   InterpreterChoice choice = choose_interpreter(host, options.python);
   // A snapshot holds the answer the interpreter gave when it was taken:
   // that, not the layout, is what the live check saw.
-  std::optional<std::string> recorded = host.recorded_fact(probe_fact_name(choice.path));
-  PythonFacts facts = recorded ? parse_probe_answer(*recorded, choice.path + " (recorded): ")
-                      : options.run_interpreter && host.is_live_root()
-                          ? probe_interpreter(host, choice.path, options.probe)
-                          : infer_from_layout(host, choice.path);
+  if (std::optional<std::string> recorded = host.recorded_fact(probe_fact_name(choice.path))) {
+    PythonFacts facts = parse_probe_answer(*recorded, choice.path + " (recorded): ");
+    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+  }
+  if (options.run_interpreter && host.is_live_root()) {
+    // A live shim is simply run: pyenv makes its own choice.
+    PythonFacts facts = probe_interpreter(host, choice.path, options.probe);
+    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+  }
+  // A pyenv shim has no layout of its own: the layout is that of the
+  // interpreter pyenv would run.
+  std::string layout_of = choice.path;
+  if (std::optional<PyenvShim> shim = read_pyenv_shim(host, choice.path)) {
+    if (!shim->target) throw PyenvError(choice.path + ": a pyenv shim; " + shim->error);
+    layout_of = *shim->target;
+    choice.reason +=
+        ", a pyenv shim for " + shim->version +
+        (shim->version_origin.empty() ? " (no version set)" : " set by " + shim->version_origin);
+  }
+  PythonFacts facts = infer_from_layout(host, layout_of);
   return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 

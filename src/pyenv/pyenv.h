@@ -19,7 +19,8 @@
 // and the scan goes on.
 //
 // Sections, by implementation file:
-//   interpreter.cc    choosing the interpreter, probing it, layout inference
+//   interpreter.cc    choosing the interpreter, probing it, layout inference,
+//                     pyenv's shims resolved without running them
 //   distributions.cc  *.dist-info / *.egg-info metadata and duplicates
 //   packages.cc       import resolution, extension modules, vendored libraries
 //   python-imports.cc the import statements a package's Python code runs
@@ -138,6 +139,28 @@ PythonFacts parse_probe_answer(std::string_view out, const std::string& who);
 // PYTHONPATH from host.getenv, and `.pth` path lines. Throws PyenvError when
 // no lib/python3.X can be found for it.
 PythonFacts infer_from_layout(const host::Host& host, const std::string& python);
+
+// pyenv's shims ($PYENV_ROOT/shims/python3) are shell scripts that run
+// `pyenv exec python3`, and pyenv picks the interpreter at each run. Under
+// --root nothing runs, so the choice is made here as pyenv-version-name and
+// pyenv-which make it: $PYENV_VERSION, else the first words of
+// $PYENV_ROOT/version (a project's .python-version depends on the job's
+// directory, which is not known here); each entry of that colon list in
+// turn ("python-" prefix dropped; a bare "3.11" is the newest installed
+// 3.11.x), the first whose versions/<entry>/bin/<program> exists, then
+// "system": the first <program> on $PATH outside $PYENV_ROOT/shims.
+struct PyenvShim {
+  std::string pyenv_root;             // from the shim's `export PYENV_ROOT=`, else the environment
+  std::string program;                // the shim's name: "python3"
+  std::string version;                // the entry that gave the interpreter: "3.11.7", "system"
+  std::string version_origin;         // "$PYENV_VERSION", "/root/.pyenv/version"; empty: none set
+  std::optional<std::string> target;  // what pyenv would exec; nullopt: `error` says why
+  std::string error;
+};
+
+// The shim's choice when `path` (inside the root) is a pyenv shim (a small
+// script that runs `pyenv exec`); nullopt when it is anything else.
+std::optional<PyenvShim> read_pyenv_shim(const host::Host& host, const std::string& path);
 
 // ─── distributions.cc ───────────────────────────────────────────────────────
 

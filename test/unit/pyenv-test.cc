@@ -924,3 +924,150 @@ TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
   EXPECT_NE(plan.steps[3].note.find("no module-level import reaches it"), std::string::npos);
   EXPECT_TRUE(plan.unresolved.empty());
 }
+
+// ─── pyenv shims (interpreter.cc) ───────────────────────────────────────────
+
+namespace {
+
+// The shim pyenv-rehash writes (pyenv 2.x), naming its root.
+std::string pyenv_shim_text(const std::string& root) {
+  return "#!/usr/bin/env bash\nset -e\n[ -n \"$PYENV_DEBUG\" ] && set -x\n\n"
+         "program=\"${0##*/}\"\n\nexport PYENV_ROOT=\"" +
+         root + "\"\nexec \"" + root + "/libexec/pyenv\" exec \"$program\" \"$@\"\n";
+}
+
+void executable_file(const Tree& t, const std::string& p) {
+  t.elf(p, executable());
+  chmod(t.at(p).c_str(), 0755);
+}
+
+}  // namespace
+
+TEST(PyenvShim, VersionChosenAsPyenvChoosesIt) {
+  Tree t;
+  t.file("/opt/pyenv/shims/python3", pyenv_shim_text("/opt/pyenv"));
+  for (const char* v : {"3.11.7", "3.10.4", "3.10.13"})
+    executable_file(t, std::string("/opt/pyenv/versions/") + v + "/bin/python3");
+  t.dir("/opt/pyenv/versions/3.12.0/bin");  // installed without a python3
+  t.file("/opt/pyenv/version", "# the global version\n\n  3.11.7 ignored words\n3.10.4\n");
+  executable_file(t, "/usr/bin/python3");
+  host::Host h(t.root(), {{"PATH", "/opt/pyenv/shims:/usr/bin"}, {"PYENV_ROOT", "/elsewhere"}});
+
+  std::optional<PyenvShim> s = read_pyenv_shim(h, "/opt/pyenv/shims/python3");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->pyenv_root, "/opt/pyenv");  // the shim's own export wins
+  EXPECT_EQ(s->program, "python3");
+  EXPECT_EQ(s->target, "/opt/pyenv/versions/3.11.7/bin/python3");
+  EXPECT_EQ(s->version, "3.11.7");
+  EXPECT_EQ(s->version_origin, "/opt/pyenv/version");
+
+  struct Case {
+    const char* pyenv_version;
+    const char* target;  // nullptr: none
+    const char* version;
+  };
+  for (Case c :
+       {Case{"3.10", "/opt/pyenv/versions/3.10.13/bin/python3", "3.10.13"},  // newest 3.10.x
+        Case{"python-3.10.4", "/opt/pyenv/versions/3.10.4/bin/python3", "3.10.4"},
+        Case{"3.9.1:3.10.4", "/opt/pyenv/versions/3.10.4/bin/python3", "3.10.4"},
+        Case{"3.12.0", "/usr/bin/python3", "system"},  // no python3 there: system's
+        Case{"system", "/usr/bin/python3", "system"},
+        Case{"3.9.1", "/usr/bin/python3", "system"}}) {
+    h.setenv("PYENV_VERSION", c.pyenv_version);
+    s = read_pyenv_shim(h, "/opt/pyenv/shims/python3");
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->target, c.target) << c.pyenv_version;
+    EXPECT_EQ(s->version, c.version) << c.pyenv_version;
+    EXPECT_EQ(s->version_origin, "$PYENV_VERSION");
+  }
+  // Nothing anywhere: the error pyenv gives.
+  h.setenv("PATH", "/opt/pyenv/shims");
+  h.setenv("PYENV_VERSION", "3.9.1");
+  s = read_pyenv_shim(h, "/opt/pyenv/shims/python3");
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->target);
+  EXPECT_EQ(s->error,
+            "pyenv: python3: command not found; version `3.9.1' is not installed (set by "
+            "$PYENV_VERSION)");
+  // Not shims: an interpreter, a script of something else, a directory.
+  EXPECT_FALSE(read_pyenv_shim(h, "/usr/bin/python3"));
+  t.file("/usr/bin/other", "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n");
+  EXPECT_FALSE(read_pyenv_shim(h, "/usr/bin/other"));
+  EXPECT_FALSE(read_pyenv_shim(h, "/opt/pyenv/versions"));
+}
+
+// Under --root a shim on PATH is described by the interpreter pyenv would
+// run, and the report says how it was chosen.
+TEST(PyenvShim, LayoutOfTheVersionTheShimRuns) {
+  Tree t;
+  t.file("/root/.pyenv/shims/python3", pyenv_shim_text("/root/.pyenv"));
+  t.file("/root/.pyenv/version", "3.11.7\n");
+  executable_file(t, "/root/.pyenv/versions/3.11.7/bin/python3.11");
+  t.link("python3.11", "/root/.pyenv/versions/3.11.7/bin/python3");
+  t.file("/root/.pyenv/versions/3.11.7/lib/python3.11/os.py");
+  std::string sp = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages";
+  t.file(sp + "/numpy-1.26.4.dist-info/METADATA", "Name: numpy\nVersion: 1.26.4\n");
+  t.file(sp + "/numpy/__init__.py");
+  host::Host h(t.root(), {{"PATH", "/root/.pyenv/shims:/usr/bin"}});
+  Environment env = scan_environment(h, {});
+  EXPECT_EQ(env.interpreter.path, "/root/.pyenv/shims/python3");
+  EXPECT_EQ(env.interpreter.reason,
+            "python3 on PATH, a pyenv shim for 3.11.7 set by /root/.pyenv/version");
+  EXPECT_EQ(env.python.executable, "/root/.pyenv/versions/3.11.7/bin/python3");
+  EXPECT_EQ(env.python.version, "3.11");
+  ASSERT_NE(env.find_package("numpy"), nullptr);
+  EXPECT_EQ(env.find_package("numpy")->version, "1.26.4");
+
+  t.file("/root/.pyenv/version", "3.8.0\n");  // not installed, no system python3
+  try {
+    scan_environment(h, {});
+    FAIL() << "expected PyenvError";
+  } catch (const PyenvError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "/root/.pyenv/shims/python3: a pyenv shim; pyenv: python3: command not found; "
+              "version `3.8.0' is not installed (set by /root/.pyenv/version)");
+  }
+}
+
+// The oracle is pyenv itself: on a machine with pyenv's shims, each
+// PYENV_VERSION makes the real shim run the interpreter predicted here.
+TEST(RealPyenv, ShimRunsWhatIsPredicted) {
+  host::Host h = host::Host::live();
+  std::optional<std::string> shim_path;
+  const std::string path = h.getenv("PATH").value_or("");
+  std::string_view rest = path;
+  while (!shim_path && !rest.empty()) {
+    std::string dir(rest.substr(0, rest.find(':')));
+    rest.remove_prefix(std::min(rest.size(), dir.size() + 1));
+    std::string p = dir + "/python3";
+    if (access(p.c_str(), X_OK) == 0 && read_pyenv_shim(h, p)) shim_path = p;
+  }
+  if (!shim_path) GTEST_SKIP() << "no pyenv shim for python3 on PATH";
+  std::vector<std::string> versions = {"", "system", "9.9.9"};
+  std::string root = read_pyenv_shim(h, *shim_path)->pyenv_root;
+  std::vector<std::string> installed =
+      h.list_dir(root + "/versions").value_or(std::vector<std::string>{});
+  for (const std::string& v : installed) {
+    versions.push_back(v);
+    if (std::count(v.begin(), v.end(), '.') == 2) versions.push_back(v.substr(0, v.rfind('.')));
+  }
+  for (const std::string& v : versions) {
+    if (v.empty())
+      h.unsetenv("PYENV_VERSION");
+    else
+      h.setenv("PYENV_VERSION", v);
+    std::optional<PyenvShim> s = read_pyenv_shim(h, *shim_path);
+    ASSERT_TRUE(s);
+    test::CommandResult real = test::run_command(
+        (v.empty() ? std::string("env -u PYENV_VERSION ") : "env PYENV_VERSION='" + v + "' ") +
+        *shim_path + " -c 'import sys; print(sys.executable)' 2>/dev/null");
+    if (real.status != 0) {
+      EXPECT_FALSE(s->target) << "PYENV_VERSION=" << v << ": pyenv ran nothing";
+      continue;
+    }
+    ASSERT_TRUE(s->target) << "PYENV_VERSION=" << v << ": " << s->error;
+    // sys.executable is the path pyenv exec'ed (python3 may be a link).
+    EXPECT_EQ(*s->target + "\n", real.out) << "PYENV_VERSION=" << v;
+  }
+  RecordProperty("versions_compared", static_cast<int>(versions.size()));
+}
