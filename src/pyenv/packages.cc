@@ -615,6 +615,25 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
   return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 
+std::vector<FoundPackage> find_known_packages(const host::Host& host, const PythonFacts& python,
+                                              std::vector<ScanProblem>& problems) {
+  std::vector<Distribution> dists = find_distributions(host, python.sys_path, problems);
+  PackageScanner scanner(host, python, problems);
+  std::vector<FoundPackage> out;
+  for (const KnownPackage& k : known_packages()) {
+    std::optional<ImportedPackage> pkg = scanner.resolve(std::string(k.import_name));
+    if (!pkg) continue;
+    FoundPackage f;
+    f.import_name = pkg->import_name;
+    if (const Distribution* owner = owning_distribution(dists, *pkg, &k, problems)) {
+      f.distribution = owner->name;
+      f.version = owner->version;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 namespace {
 
 // "#define AT_MKL_ENABLED() 1" / "#define AT_PARALLEL_OPENMP 1".

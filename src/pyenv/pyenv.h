@@ -25,6 +25,8 @@
 //   packages.cc       import resolution, extension modules, vendored libraries
 //   python-imports.cc the import statements a package's Python code runs
 //   import-set.cc     the usual import set (what `import torch, ...` dlopens)
+//   other-interpreters.cc  the machine's other interpreters and their known
+//                     packages, found without running any of them
 #pragma once
 
 #include <chrono>
@@ -278,6 +280,19 @@ struct KnownPackage {
 };
 const std::vector<KnownPackage>& known_packages();
 
+// A known package on an interpreter's sys.path, found as scan_with_facts
+// finds it (the same import resolution and owning distribution) without
+// walking its native files.
+struct FoundPackage {
+  std::string import_name;                  // "torch"
+  std::optional<std::string> distribution;  // "torch"; nullopt: no metadata (Debian's cv2)
+  std::optional<std::string> version;       // the distribution's Version
+};
+
+// The known_packages() that `python`'s sys.path holds, in that table's order.
+std::vector<FoundPackage> find_known_packages(const host::Host& host, const PythonFacts& python,
+                                              std::vector<ScanProblem>& problems);
+
 // ─── the whole environment ──────────────────────────────────────────────────
 
 struct ScanOptions {
@@ -333,6 +348,60 @@ struct TorchBuild {
   std::optional<bool> parallel_openmp, parallel_native, mkl_enabled, mkl_sequential;
 };
 TorchBuild torch_build(const host::Host& host, const Environment& env);
+
+// ─── other-interpreters.cc ──────────────────────────────────────────────────
+
+// When the interpreter a check chose has none of the known packages, the
+// job's torch is usually in another one on the machine (Debian's
+// /usr/bin/python3 behind a pyenv shim on PATH, a conda env that was not
+// activated). These find them statically: no interpreter is run (a
+// production node, a fixture tree or a snapshot under --root answer alike),
+// each candidate's sys.path comes from infer_from_layout and its packages
+// from find_known_packages.
+
+enum class InterpreterKind {
+  System,      // /usr/bin/python3*, /usr/local/bin/python3*
+  Conda,       // $CONDA_EXE's base, /opt/conda, ~/*conda*: bin/python and envs/*/bin/python
+  Pyenv,       // ${PYENV_ROOT:-~/.pyenv}/versions/*/bin/python
+  Virtualenv,  // ~/.virtualenvs/*/bin/python
+};
+std::string_view interpreter_kind_name(InterpreterKind k);  // "system", "conda", ...
+
+struct FoundInterpreter {
+  std::string path;  // as found: "/usr/bin/python3", "/opt/conda/envs/train/bin/python"
+  InterpreterKind kind = InterpreterKind::System;
+  std::string version;                 // "3.11", from the layout
+  std::string prefix;                  // sys.prefix, from the layout
+  std::vector<FoundPackage> packages;  // at least one; known_packages() order
+};
+
+struct SurveyOptions {
+  size_t max_listed = 10;    // FoundInterpreter entries kept; the rest are counted
+  size_t max_examined = 64;  // distinct environments read; the rest are skipped, with a note
+};
+
+struct InterpreterSurvey {
+  // The interpreters with at least one known package, best first: those
+  // with torch, then by how many known packages they have, then in the
+  // order above (system, conda, pyenv, virtualenv). At most max_listed.
+  std::vector<FoundInterpreter> found;
+  size_t more = 0;      // further interpreters with packages beyond max_listed
+  size_t examined = 0;  // distinct environments read (the excluded one not counted)
+  // What was passed over and why: a directory that cannot be listed, a
+  // symlink loop, a dangling `python`, a layout with no lib/python3.X,
+  // HOME unset, the cap reached.
+  std::vector<ScanProblem> skipped;
+};
+
+// The interpreters of the places above, one per environment: two paths
+// whose layouts give the same sys.prefix (symlinks resolved) and the same
+// X.Y are one (/usr/bin/python3 and /usr/bin/python3.11), while a venv whose
+// python links to /usr/bin/python3.11 is its own. `exclude` (the checked
+// interpreter's facts, probed or inferred) removes the environment with its
+// prefix and version. HOME, CONDA_EXE and PYENV_ROOT come from host.getenv.
+// Never throws for what it finds; every read is bounded by the options.
+InterpreterSurvey survey_interpreters(const host::Host& host, const PythonFacts* exclude,
+                                      const SurveyOptions& options = {});
 
 // ─── python-imports.cc ──────────────────────────────────────────────────────
 

@@ -6,10 +6,8 @@
 // that ld.so never reads. Objects are synthetic (elf-builder.h) in a
 // temporary tree read through the live host; the real ld.so on the same
 // kinds of layouts is the oracle of test/e2e/loader-layouts.py.
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,6 +17,7 @@
 
 #include "elf-builder.h"
 #include "loader/loader.h"
+#include "other-user.h"
 
 using namespace mld;
 using namespace mld::loader;
@@ -227,23 +226,9 @@ TEST_F(LoaderLayout, UnreadableCandidateIsPassedOver) {
       return "dlopen of the unreadable file: " + error;
     return "";
   };
-  if (geteuid() != 0) {
-    EXPECT_EQ(check(), "");
-    return;
-  }
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(77);
-    std::string why = check();
-    if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
-    _exit(why.empty() ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot become user 65534";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's message above";
+  std::optional<std::string> why = test::as_unprivileged_user(check);
+  if (!why) GTEST_SKIP() << "cannot become user 65534";
+  EXPECT_EQ(*why, "");
 }
 
 // open_verify's verdicts and messages; the first failure ends a dlopen().

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "elf-builder.h"
+#include "other-user.h"
 #include "run-command.h"
 
 using namespace mld;
@@ -1070,4 +1071,199 @@ TEST(RealPyenv, ShimRunsWhatIsPredicted) {
     EXPECT_EQ(*s->target + "\n", real.out) << "PYENV_VERSION=" << v;
   }
   RecordProperty("versions_compared", static_cast<int>(versions.size()));
+}
+
+// ─── other interpreters (other-interpreters.cc) ─────────────────────────────
+
+namespace {
+
+// PREFIX/bin/pythonX.Y and its standard library; PREFIX/bin/python links to it.
+void base_python(const Tree& t, const std::string& prefix, const std::string& xy) {
+  executable_file(t, prefix + "/bin/python" + xy);
+  t.link("python" + xy, prefix + "/bin/python");
+  t.file(prefix + "/lib/python" + xy + "/os.py");
+}
+
+void wheel(const Tree& t, const std::string& site, const std::string& name,
+           const std::string& version, const std::string& import_name) {
+  std::string info = site + "/" + name + "-" + version + ".dist-info";
+  t.file(info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version);
+  t.file(info + "/top_level.txt", import_name + "\n");
+  t.file(site + "/" + import_name + "/__init__.py");
+}
+
+// A venv at DIR whose python links to BASE_PYTHON.
+void venv(const Tree& t, const std::string& dir, const std::string& base_python,
+          const std::string& xy, bool system_site) {
+  t.link(base_python, dir + "/bin/python");
+  t.file(dir + "/pyvenv.cfg", "home = " + host::dir_name(base_python) +
+                                  "\ninclude-system-site-packages = " +
+                                  (system_site ? "true" : "false") + "\nversion = " + xy + "\n");
+  t.dir(dir + "/lib/python" + xy + "/site-packages");
+}
+
+std::vector<std::string> found_paths(const InterpreterSurvey& s) {
+  std::vector<std::string> out;
+  for (const FoundInterpreter& f : s.found) out.push_back(f.path);
+  return out;
+}
+
+std::string skipped_text(const InterpreterSurvey& s) {
+  std::string out;
+  for (const ScanProblem& p : s.skipped) out += p.path + ": " + p.what + "\n";
+  return out;
+}
+
+std::string packages_text(const std::vector<FoundPackage>& packages) {
+  std::string out;
+  for (const FoundPackage& p : packages)
+    out += p.import_name + " " + p.distribution.value_or("-") + " " + p.version.value_or("-") + ";";
+  return out;
+}
+
+// A machine with an interpreter in each place the survey looks.
+void build_machine(const Tree& t) {
+  base_python(t, "/usr", "3.11");
+  t.link("python3.11", "/usr/bin/python3");
+  t.file("/usr/bin/python3.11-config", "#!/bin/sh\n");
+  t.file("/usr/bin/python3-futurize", "#!/bin/sh\n");
+  std::string deb = "/usr/lib/python3/dist-packages";
+  t.file(deb + "/torch-1.13.0a0+gitunknown.egg-info/PKG-INFO",
+         "Name: torch\nVersion: 1.13.0a0+gitunknown\n");
+  t.file(deb + "/torch/__init__.py");
+  t.extension(deb + "/cv2.cpython-311-x86_64-linux-gnu.so", "cv2");
+  base_python(t, "/usr/local", "3.12");
+  t.link("python3.12", "/usr/local/bin/python3");
+  base_python(t, "/home/u/miniconda3", "3.12");
+  t.file("/home/u/miniconda3/bin/conda", "#!/bin/sh\n");
+  base_python(t, "/home/u/miniconda3/envs/train", "3.10");
+  std::string train = "/home/u/miniconda3/envs/train/lib/python3.10/site-packages";
+  wheel(t, train, "numpy", "1.26.4", "numpy");
+  wheel(t, train, "scikit_learn", "1.4.0", "sklearn");
+  base_python(t, "/home/u/.pyenv/versions/3.11.7", "3.11");
+  base_python(t, "/home/u/.pyenv/versions/3.10.13", "3.10");
+  wheel(t, "/home/u/.pyenv/versions/3.10.13/lib/python3.10/site-packages", "numpy", "1.26.4",
+        "numpy");
+  venv(t, "/home/u/.virtualenvs/bare", "/usr/bin/python3.11", "3.11", false);
+  venv(t, "/home/u/.virtualenvs/sys", "/usr/bin/python3.11", "3.11", true);
+}
+
+}  // namespace
+
+TEST(OtherInterpreters, EachPlaceOneEntryPerEnvironmentBestFirst) {
+  Tree t;
+  build_machine(t);
+  host::Host h(t.root(), {{"HOME", "/home/u"}, {"CONDA_EXE", "/home/u/miniconda3/bin/conda"}});
+  PythonFacts checked = infer_from_layout(h, "/home/u/.pyenv/versions/3.11.7/bin/python");
+  InterpreterSurvey s = survey_interpreters(h, &checked);
+  // torch first (Debian's, and the venv that sees it), then by how many.
+  EXPECT_EQ(found_paths(s),
+            (std::vector<std::string>{"/usr/bin/python3", "/home/u/.virtualenvs/sys/bin/python",
+                                      "/home/u/miniconda3/envs/train/bin/python",
+                                      "/home/u/.pyenv/versions/3.10.13/bin/python"}));
+  // python3 and python3.11 are one; /usr/local's 3.12, the conda base, the
+  // bare venv (its python links to python3.11 but it is its own
+  // environment) were read and have nothing; the checked one is left out.
+  EXPECT_EQ(s.examined, 7u);
+  EXPECT_EQ(s.more, 0u);
+  EXPECT_TRUE(s.skipped.empty()) << skipped_text(s);
+  ASSERT_EQ(s.found.size(), 4u);
+  EXPECT_EQ(s.found[0].kind, InterpreterKind::System);
+  EXPECT_EQ(s.found[0].version, "3.11");
+  EXPECT_EQ(s.found[0].prefix, "/usr");
+  EXPECT_EQ(packages_text(s.found[0].packages), "torch torch 1.13.0a0+gitunknown;cv2 - -;");
+  EXPECT_EQ(s.found[1].kind, InterpreterKind::Virtualenv);
+  EXPECT_EQ(s.found[2].kind, InterpreterKind::Conda);
+  EXPECT_EQ(packages_text(s.found[2].packages), "numpy numpy 1.26.4;sklearn scikit_learn 1.4.0;");
+  EXPECT_EQ(s.found[3].kind, InterpreterKind::Pyenv);
+
+  // The same answer as the check's own scan of each one.
+  for (const FoundInterpreter& f : s.found) {
+    ScanOptions opts;
+    opts.python = f.path;
+    Environment env = scan_environment(h, opts);
+    std::vector<FoundPackage> scanned;
+    for (const ImportedPackage& p : env.packages)
+      scanned.push_back({p.import_name, p.distribution, p.version});
+    EXPECT_EQ(packages_text(scanned), packages_text(f.packages)) << f.path;
+  }
+
+  // Nothing excluded: the pyenv 3.11.7 is read too (and has nothing).
+  EXPECT_EQ(survey_interpreters(h, nullptr).examined, 8u);
+  // Caps: one listed and the rest counted; reading stops, with a note.
+  SurveyOptions small;
+  small.max_listed = 1;
+  small.max_examined = 2;
+  s = survey_interpreters(h, &checked, small);
+  EXPECT_EQ(found_paths(s), std::vector<std::string>{"/usr/bin/python3"});
+  EXPECT_EQ(s.examined, 2u);
+  EXPECT_EQ(s.more, 0u);  // /usr/local's 3.12 has nothing
+  EXPECT_EQ(skipped_text(s),
+            "/home/u/miniconda3/bin/python: not read: the survey stops after 2 environments\n");
+  small.max_examined = 64;
+  s = survey_interpreters(h, &checked, small);
+  EXPECT_EQ(s.found.size(), 1u);
+  EXPECT_EQ(s.more, 3u);
+}
+
+TEST(OtherInterpreters, BadPlacesAreNotedAndPassedOver) {
+  Tree t;
+  build_machine(t);
+  std::string envs = "/home/u/miniconda3/envs";
+  t.link("loop", envs + "/loop");  // envs/loop -> itself
+  t.link("/usr/bin/python3.9", "/home/u/.virtualenvs/gone/bin/python");
+  t.dir("/home/u/.virtualenvs/odd/bin/python");
+  executable_file(t, "/opt/conda/bin/python");  // no lib/python3.X beside it
+  // A FIFO where pyvenv.cfg belongs is not opened (it would block).
+  executable_file(t, "/home/u/.virtualenvs/fifo/bin/python");
+  ASSERT_EQ(mkfifo(t.at("/home/u/.virtualenvs/fifo/pyvenv.cfg").c_str(), 0644), 0);
+  t.file("/home/u/.pyenv/versions/broken", "not a directory");
+
+  host::Host h(t.root(), {{"HOME", "/home/u"}});
+  InterpreterSurvey s = survey_interpreters(h, nullptr);
+  EXPECT_EQ(skipped_text(s),
+            "/opt/conda/bin/python: no lib/python3.X under /opt/conda\n" + envs +
+                "/loop/bin/python: symlink loop (Too many levels of symbolic links)\n"
+                "/home/u/.virtualenvs/fifo/bin/python: no lib/python3.X under "
+                "/home/u/.virtualenvs/fifo\n"
+                "/home/u/.virtualenvs/gone/bin/python: dangling symlink to /usr/bin/python3.9\n"
+                "/home/u/.virtualenvs/odd/bin/python: not a regular file\n");
+  // The rest is still found.
+  EXPECT_EQ(s.found.size(), 4u);
+
+  // HOME unset: the system's interpreters only, and a note.
+  host::Host no_home(t.root(), {});
+  s = survey_interpreters(no_home, nullptr);
+  EXPECT_EQ(found_paths(s), std::vector<std::string>{"/usr/bin/python3"});
+  EXPECT_EQ(skipped_text(s),
+            "$HOME: unset (or not an absolute path): ~/.pyenv, ~/*conda* and ~/.virtualenvs "
+            "not searched\n"
+            "/opt/conda/bin/python: no lib/python3.X under /opt/conda\n");
+}
+
+// What another user cannot read is noted, and the rest found. As root
+// every directory is readable, so the survey runs as user 65534 there.
+TEST(OtherInterpreters, UnreadableDirectoriesAreNoted) {
+  Tree t;
+  build_machine(t);
+  executable_file(t, "/home/u/miniconda3/envs/secret/bin/python");
+  ASSERT_EQ(chmod(t.at("/home/u/miniconda3/envs/secret").c_str(), 0), 0);
+  ASSERT_EQ(chmod(t.at("/home/u/.virtualenvs").c_str(), 0), 0);
+  ASSERT_EQ(chmod(t.root().c_str(), 0755), 0);
+  auto check = [&]() -> std::string {
+    host::Host h(t.root(), {{"HOME", "/home/u"}});
+    InterpreterSurvey s = survey_interpreters(h, nullptr);
+    std::string want =
+        "/home/u/miniconda3/envs/secret/bin/python: Permission denied\n"
+        "/home/u/.virtualenvs: directory cannot be listed\n";
+    if (skipped_text(s) != want) return "skipped:\n" + skipped_text(s) + "wanted:\n" + want;
+    if (found_paths(s) != std::vector<std::string>{"/usr/bin/python3",
+                                                   "/home/u/miniconda3/envs/train/bin/python",
+                                                   "/home/u/.pyenv/versions/3.10.13/bin/python"})
+      return "found the wrong interpreters";
+    return "";
+  };
+  std::optional<std::string> why = test::as_unprivileged_user(check);
+  if (!why) GTEST_SKIP() << "cannot become user 65534";
+  EXPECT_EQ(*why, "");
 }
