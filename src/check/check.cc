@@ -253,6 +253,18 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   ScanResult scanned = scan.get();
   r.python = std::move(scanned.env);
   r.python_error = std::move(scanned.error);
+  // None of the known packages (or no interpreter to look at): where are
+  // they? Not asked for an interpreter named with --python that cannot be
+  // read (that is an error, and no report follows), nor in the usual case
+  // of an environment with packages, which this would only slow.
+  const bool no_known_packages =
+      !r.python || std::none_of(pyenv::known_packages().begin(), pyenv::known_packages().end(),
+                                [&](const pyenv::KnownPackage& k) {
+                                  return r.python->find_package(k.import_name);
+                                });
+  if (no_known_packages && (r.python || !options.python))
+    r.other_interpreters = OtherInterpreters{
+        pyenv::survey_interpreters(host, r.python ? &r.python->python : nullptr), {}};
 
   if (r.python && r.glibc) {
     // The program is what the interpreter says it is (sys.executable): the

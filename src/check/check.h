@@ -126,6 +126,17 @@ TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Enviro
 struct CheckReport;
 TorchThreads torch_default_threads(const TorchBuildFacts& build, const CheckReport& report);
 
+// The machine's other interpreters that have known packages, looked for
+// only when the checked one has none of them or none could be examined
+// (pyenv::survey_interpreters): "this machine's torch is in another Python".
+struct OtherInterpreters {
+  pyenv::InterpreterSurvey survey;
+  // commands[i] checks survey.found[i]: `mldoctor check --python PATH` with
+  // this check's other options. Filled by the CLI, which knows them; empty
+  // here.
+  std::vector<std::string> commands;
+};
+
 struct CheckReport {
   hostfacts::Facts facts;
   std::optional<loader::GlibcVersion> glibc;
@@ -139,6 +150,10 @@ struct CheckReport {
   gpu::GpuFacts gpu;                        // GPUs, HCAs, interfaces, PCI topology
   std::vector<StackLibrary> libraries;      // empty when the C library's release is unknown
   std::vector<Finding> findings;            // sorted: errors first, then by rule
+
+  // Set when the checked interpreter has none of the known packages (or
+  // there is none): see OtherInterpreters.
+  std::optional<OtherInterpreters> other_interpreters;
 };
 
 // Runs every check against `host` (the live machine, or a tree under --root).

@@ -23,6 +23,46 @@ namespace mld::cli {
 
 using nlohmann::json;
 
+namespace {
+
+// A word as a POSIX shell reads it back: as is when it holds only safe
+// characters, else in single quotes.
+std::string shell_word(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789/._-,=:+@%") == std::string::npos)
+    return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `mldoctor <verb>` repeating this check: the same root, interpreter (or
+// `python` instead), import set and model options. `fix` with it sets what
+// this report found; `check --python OTHER` checks another interpreter the
+// way this one was checked.
+std::string repeat_command(std::string_view verb, const CommonOptions& common,
+                           const CheckOptions& opts, const std::optional<std::string>& python) {
+  std::string cmd = "mldoctor " + std::string(verb);
+  if (common.root != "/") cmd += " --root " + shell_word(common.root);
+  if (python) cmd += " --python " + shell_word(*python);
+  if (!opts.imports.empty()) {
+    std::string list;
+    for (const std::string& i : opts.imports) list += (list.empty() ? "" : ",") + i;
+    cmd += " --import " + shell_word(list);
+  }
+  if (opts.ranks_per_node) cmd += " --ranks-per-node " + std::to_string(*opts.ranks_per_node);
+  if (!opts.glibc.empty()) cmd += " --glibc " + shell_word(opts.glibc);
+  if (!common.rules_dir.empty()) cmd += " --rules-dir " + shell_word(common.rules_dir);
+  if (common.no_builtin_rules) cmd += " --no-builtin-rules";
+  return cmd;
+}
+
+std::string fix_command(const CommonOptions& common, const CheckOptions& opts) {
+  return repeat_command("fix", common, opts, opts.python);
+}
+
+}  // namespace
+
 // The check, its findings made with the user's rules when there are any;
 // nullopt when those rules are unusable (already reported).
 std::optional<check::CheckReport> checked_report(const CommonOptions& common,
@@ -42,41 +82,12 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
     char buf[4096];
     if (getcwd(buf, sizeof buf)) co.cwd = buf;
   }
-  return check::run_check(host, co);
+  check::CheckReport r = check::run_check(host, co);
+  if (r.other_interpreters)
+    for (const pyenv::FoundInterpreter& f : r.other_interpreters->survey.found)
+      r.other_interpreters->commands.push_back(repeat_command("check", common, opts, f.path));
+  return r;
 }
-
-namespace {
-
-// A word as a POSIX shell reads it back: as is when it holds only safe
-// characters, else in single quotes.
-std::string shell_word(const std::string& w) {
-  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                        "0123456789/._-,=:+@%") == std::string::npos)
-    return w;
-  std::string out = "'";
-  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The `mldoctor fix` that repeats this check: the same interpreter, import
-// set, root and model options, so eval "$(...)" sets what this report found.
-std::string fix_command(const CommonOptions& common, const CheckOptions& opts) {
-  std::string cmd = "mldoctor fix";
-  if (common.root != "/") cmd += " --root " + shell_word(common.root);
-  if (opts.python) cmd += " --python " + shell_word(*opts.python);
-  if (!opts.imports.empty()) {
-    std::string list;
-    for (const std::string& i : opts.imports) list += (list.empty() ? "" : ",") + i;
-    cmd += " --import " + shell_word(list);
-  }
-  if (opts.ranks_per_node) cmd += " --ranks-per-node " + std::to_string(*opts.ranks_per_node);
-  if (!opts.glibc.empty()) cmd += " --glibc " + shell_word(opts.glibc);
-  if (!common.rules_dir.empty()) cmd += " --rules-dir " + shell_word(common.rules_dir);
-  if (common.no_builtin_rules) cmd += " --no-builtin-rules";
-  return cmd;
-}
-
-}  // namespace
 
 int run_check(const CommonOptions& common, const CheckOptions& opts) {
   host::Host host = analysed_host(common);

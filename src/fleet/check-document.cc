@@ -40,6 +40,33 @@ json python_json(const check::CheckReport& r) {
           {"distributions", dists}};
 }
 
+// The other interpreters with known packages, when the checked one has
+// none (absent otherwise: not looked for).
+void other_interpreters_json(const check::OtherInterpreters& o, json& py) {
+  json list = json::array();
+  for (size_t i = 0; i < o.survey.found.size(); i++) {
+    const pyenv::FoundInterpreter& f = o.survey.found[i];
+    json pk = json::array();
+    for (const pyenv::FoundPackage& p : f.packages)
+      pk.push_back({{"name", p.import_name},
+                    {"distribution", p.distribution ? json(*p.distribution) : json(nullptr)},
+                    {"version", p.version ? json(*p.version) : json(nullptr)}});
+    list.push_back({{"path", f.path},
+                    {"version", f.version},
+                    {"kind", std::string(pyenv::interpreter_kind_name(f.kind))},
+                    {"prefix", f.prefix},
+                    {"packages", pk},
+                    {"command", i < o.commands.size() ? json(o.commands[i]) : json(nullptr)}});
+  }
+  json skipped = json::array();
+  for (const pyenv::ScanProblem& p : o.survey.skipped)
+    skipped.push_back({{"path", p.path}, {"what", p.what}});
+  py["other_interpreters"] = list;
+  py["other_interpreters_more"] = o.survey.more;
+  py["other_interpreters_examined"] = o.survey.examined;
+  py["other_interpreters_skipped"] = skipped;
+}
+
 json imports_json(const check::CheckReport& r) {
   if (!r.imports)
     return {{"error", r.imports_error.empty() ? json(nullptr) : json(r.imports_error)}};
@@ -107,6 +134,7 @@ json check_document(const check::CheckReport& r, std::string_view version) {
       r.facts.host.cpuinfo.cores ? json(*r.facts.host.cpuinfo.cores) : json(nullptr);
   host_j["gpu"] = r.gpu;
   json py = python_json(r);
+  if (r.other_interpreters) other_interpreters_json(*r.other_interpreters, py);
   if (r.python && r.python->find_package("torch"))
     py["torch_cuda"] = r.torch_build.build.cuda ? json(*r.torch_build.build.cuda) : json(nullptr);
   if (r.torch_threads.torch) {

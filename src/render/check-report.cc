@@ -3,12 +3,16 @@
 // glibc) plus what it lacks (usable CPUs under affinity and cgroup quota,
 // NUMA, /dev/shm, limits, ranks per node, the native-layer variables, the
 // OpenMP runtimes of the import set, torch's starting thread count). One row
-// per line; every value comes from the report's facts.
+// per line; every value comes from the report's facts. When the checked
+// interpreter has none of the known packages, the Packages row lists the
+// machine's other interpreters that have them with the command to check
+// each, and "no findings" says which interpreter it holds for.
 #include "render/check-report.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "report/report.h"
 
@@ -36,9 +40,74 @@ std::string cpu_row(const hostfacts::CpuFacts& c, std::optional<u32> cores) {
   return s.empty() ? "unknown" : s;
 }
 
+// "torch 1.13.0a0+gitunknown · numba 0.56.4 · cv2 ?" (?: no metadata, as Debian's cv2).
+std::string package_list(const std::vector<pyenv::FoundPackage>& packages) {
+  std::string s;
+  for (const pyenv::FoundPackage& p : packages)
+    s += (s.empty() ? "" : " · ") + p.import_name + " " + p.version.value_or("?");
+  return s;
+}
+
+std::string command_for(const check::OtherInterpreters& o, size_t i) {
+  return i < o.commands.size() ? o.commands[i]
+                               : "mldoctor check --python " + o.survey.found[i].path;
+}
+
+// The rows under "Packages" when the checked interpreter has none of the
+// known packages: each other interpreter that has some, and the command
+// that checks it; what was passed over (at most three, the JSON has all).
+void other_interpreter_rows(const check::CheckReport& r, bool markdown,
+                            std::vector<HeaderRow>& rows) {
+  const check::OtherInterpreters& o = *r.other_interpreters;
+  for (size_t i = 0; i < o.survey.found.size(); i++) {
+    const pyenv::FoundInterpreter& f = o.survey.found[i];
+    std::string line = f.path + " (" + std::string(pyenv::interpreter_kind_name(f.kind)) + ", " +
+                       f.version + "): " + package_list(f.packages);
+    if (markdown)
+      rows.push_back({"", line + " · `" + command_for(o, i) + "`"});
+    else {
+      rows.push_back({"", line});
+      rows.push_back({"", "  " + command_for(o, i)});
+    }
+  }
+  if (o.survey.more)
+    rows.push_back({"", "and " + std::to_string(o.survey.more) + " more with known packages"});
+  if (!o.survey.skipped.empty()) {
+    std::string passed;
+    for (size_t i = 0; i < o.survey.skipped.size() && i < 3; i++)
+      passed += (i ? " · " : "") + o.survey.skipped[i].path + ": " + o.survey.skipped[i].what;
+    if (o.survey.skipped.size() > 3)
+      passed += " · " + std::to_string(o.survey.skipped.size() - 3) + " more (--json)";
+    rows.push_back({"", "passed over: " + passed});
+  }
+}
+
+// The best other interpreter, for the summary line: what it has ("torch",
+// else its first known packages) and the command that checks it.
+struct Pointer {
+  std::string what;
+  std::string command;
+};
+std::optional<Pointer> best_other(const check::CheckReport& r) {
+  if (!r.other_interpreters || r.other_interpreters->survey.found.empty()) return std::nullopt;
+  const pyenv::FoundInterpreter& best = r.other_interpreters->survey.found.front();
+  Pointer p{"", command_for(*r.other_interpreters, 0)};
+  for (const pyenv::FoundPackage& k : best.packages)
+    if (k.import_name == "torch") p.what = "torch";
+  for (size_t i = 0; p.what != "torch" && i < best.packages.size() && i < 3; i++)
+    p.what += (i ? ", " : "") + best.packages[i].import_name;
+  return p;
+}
+
+// What "no findings" holds for when the packages are elsewhere.
+std::string checked_interpreter(const check::CheckReport& r) {
+  if (!r.python) return "no Python examined";
+  return r.python->python.executable + ", which has none of the known native packages";
+}
+
 }  // namespace
 
-std::vector<HeaderRow> check_header(const check::CheckReport& r) {
+std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) {
   std::vector<HeaderRow> rows;
   const hostfacts::HostFacts& f = r.facts.host;
   std::string sys = f.os_name ? *f.os_name + " · " : std::string();
@@ -111,9 +180,29 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
         pk +=
             r.torch_build.build.cuda ? " (CUDA " + *r.torch_build.build.cuda + ")" : " (CPU build)";
     }
-    rows.push_back({"Packages", pk.empty() ? "none of the known native packages" : pk});
+    if (!pk.empty()) {
+      rows.push_back({"Packages", pk});
+    } else if (r.other_interpreters && !r.other_interpreters->survey.found.empty()) {
+      rows.push_back(
+          {"Packages", "none of the known native packages; other interpreters here have them:"});
+      other_interpreter_rows(r, markdown, rows);
+    } else if (r.other_interpreters) {
+      size_t n = r.other_interpreters->survey.examined;
+      rows.push_back(
+          {"Packages", "none of the known native packages, nor " +
+                           (n ? std::string("any of the ") + std::to_string(n) +
+                                    " other interpreter" + (n == 1 ? "" : "s") + " found here"
+                              : std::string("any other interpreter here"))});
+      if (!r.other_interpreters->survey.skipped.empty()) other_interpreter_rows(r, markdown, rows);
+    } else {
+      rows.push_back({"Packages", "none of the known native packages"});
+    }
   } else {
     rows.push_back({"Python", "not examined: " + r.python_error});
+    if (r.other_interpreters && !r.other_interpreters->survey.found.empty()) {
+      rows.push_back({"Packages", "other interpreters here have known native packages:"});
+      other_interpreter_rows(r, markdown, rows);
+    }
   }
   if (r.imports) {
     const check::ImportSimulation& s = *r.imports;
@@ -164,14 +253,24 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r) {
 
 void print_check_markdown(std::FILE* out, const check::CheckReport& r) {
   std::fprintf(out, "## mldoctor check\n\n| | |\n|---|---|\n");
-  for (const auto& [k, v] : check_header(r))
+  for (const auto& [k, v] : check_header(r, true))
     std::fprintf(out, "| %s | %s |\n", k.c_str(), v.c_str());
   std::fprintf(out, "\n");
   if (r.gpu.gpus.size() >= 2)
     std::fprintf(out, "```\n%s```\n\n", gpu::topology_matrix_text(r.gpu).c_str());
   std::vector<const Finding*> all;
   for (const Finding& f : r.findings) all.push_back(&f);
+  std::optional<Pointer> other = best_other(r);
+  if (all.empty() && other) {
+    // Not a bare "No findings." for an interpreter without the packages.
+    std::fprintf(out, "No findings (%s); for %s: `%s`.\n", checked_interpreter(r).c_str(),
+                 other->what.c_str(), other->command.c_str());
+    return;
+  }
   report::print_findings_markdown(out, all);
+  if (other)
+    std::fprintf(out, "Checked: %s; for %s: `%s`.\n", checked_interpreter(r).c_str(),
+                 other->what.c_str(), other->command.c_str());
 }
 
 void print_check_text(std::FILE* out, const check::CheckReport& r, bool color,
@@ -181,13 +280,22 @@ void print_check_text(std::FILE* out, const check::CheckReport& r, bool color,
   std::fprintf(out, "\n");
   std::vector<const Finding*> all;
   for (const Finding& f : r.findings) all.push_back(&f);
-  if (all.empty()) std::fprintf(out, "%s no findings\n", color ? "\033[32m✓\033[0m" : "✓");
+  // With none of the known packages, "no findings" says little about the
+  // job: which interpreter it holds for, and the one to check instead.
+  std::optional<Pointer> other = best_other(r);
+  std::string pointer = other ? "for " + other->what + ": " + other->command : "";
+  const char* tick = color ? "\033[32m✓\033[0m" : "✓";
+  if (all.empty() && !other) std::fprintf(out, "%s no findings\n", tick);
+  if (all.empty() && other)
+    std::fprintf(out, "%s no findings (%s) · %s\n", tick, checked_interpreter(r).c_str(),
+                 pointer.c_str());
   for (const Finding* f : all) report::print_finding(out, *f, report::Style{color, true});
   std::string summary = report::summary_line(all);
   if (!summary.empty()) {
     std::fprintf(out, "\n%s · mldoctor explain %s", summary.c_str(), all.front()->rule.c_str());
     if (!check::fix_settings(r.findings).empty())
       std::fprintf(out, " · eval \"$(%s)\"", fix_command.c_str());
+    if (other) std::fprintf(out, " · %s", pointer.c_str());
     std::fprintf(out, "\n");
   }
 }

@@ -1,0 +1,2 @@
+# The machine of check-other-interpreters.
+. "$MLD_SOURCE_DIR/test/golden/check-other-interpreters/setup.sh"
