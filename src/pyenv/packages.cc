@@ -617,15 +617,21 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
 
 std::vector<FoundPackage> find_known_packages(const host::Host& host, const PythonFacts& python,
                                               std::vector<ScanProblem>& problems) {
-  std::vector<Distribution> dists = find_distributions(host, python.sys_path, problems);
+  // Import resolution needs only directory listings; the metadata (every
+  // distribution's, a few hundred files in Debian's dist-packages) is read
+  // only when a known package is there to be owned.
   PackageScanner scanner(host, python, problems);
+  std::vector<std::pair<const KnownPackage*, ImportedPackage>> resolved;
+  for (const KnownPackage& k : known_packages())
+    if (std::optional<ImportedPackage> pkg = scanner.resolve(std::string(k.import_name)))
+      resolved.emplace_back(&k, std::move(*pkg));
+  if (resolved.empty()) return {};
+  std::vector<Distribution> dists = find_distributions(host, python.sys_path, problems);
   std::vector<FoundPackage> out;
-  for (const KnownPackage& k : known_packages()) {
-    std::optional<ImportedPackage> pkg = scanner.resolve(std::string(k.import_name));
-    if (!pkg) continue;
+  for (const auto& [known, pkg] : resolved) {
     FoundPackage f;
-    f.import_name = pkg->import_name;
-    if (const Distribution* owner = owning_distribution(dists, *pkg, &k, problems)) {
+    f.import_name = pkg.import_name;
+    if (const Distribution* owner = owning_distribution(dists, pkg, known, problems)) {
       f.distribution = owner->name;
       f.version = owner->version;
     }
