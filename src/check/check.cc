@@ -262,9 +262,15 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
                                 [&](const pyenv::KnownPackage& k) {
                                   return r.python->find_package(k.import_name);
                                 });
+  // It reads only other environments: on its own thread while this one
+  // replays the imports and reads the caches and GPUs.
+  std::future<pyenv::InterpreterSurvey> survey;
   if (no_known_packages && (r.python || !options.python))
-    r.other_interpreters = OtherInterpreters{
-        pyenv::survey_interpreters(host, r.python ? &r.python->python : nullptr), {}};
+    survey =
+        std::async(std::launch::async,
+                   [&host, checked = r.python ? std::optional(r.python->python) : std::nullopt] {
+                     return pyenv::survey_interpreters(host, checked ? &*checked : nullptr);
+                   });
 
   if (r.python && r.glibc) {
     // The program is what the interpreter says it is (sys.executable): the
@@ -317,6 +323,8 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   r.jit = jit::scan(host, jo);
 
   r.gpu = gpu::collect(host);
+
+  if (survey.valid()) r.other_interpreters = OtherInterpreters{survey.get(), {}};
 
   // Every fact is gathered: detection reads only them.
   detect::Facts facts;
