@@ -188,11 +188,13 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
       other_interpreter_rows(r, markdown, rows);
     } else if (r.other_interpreters) {
       size_t n = r.other_interpreters->survey.examined;
-      rows.push_back(
-          {"Packages", "none of the known native packages, nor " +
-                           (n ? std::string("any of the ") + std::to_string(n) +
-                                    " other interpreter" + (n == 1 ? "" : "s") + " found here"
-                              : std::string("any other interpreter here"))});
+      rows.push_back({"Packages", "none of the known native packages (" +
+                                      (n == 0   ? std::string("no other interpreter found here")
+                                       : n == 1 ? std::string("nor has the other interpreter "
+                                                              "found here")
+                                                : "nor have the " + std::to_string(n) +
+                                                      " other interpreters found here") +
+                                      ")"});
       if (!r.other_interpreters->survey.skipped.empty()) other_interpreter_rows(r, markdown, rows);
     } else {
       rows.push_back({"Packages", "none of the known native packages"});
@@ -267,6 +269,10 @@ void print_check_markdown(std::FILE* out, const check::CheckReport& r) {
                  other->what.c_str(), other->command.c_str());
     return;
   }
+  if (all.empty() && r.other_interpreters && r.python) {
+    std::fprintf(out, "No findings (%s).\n", checked_interpreter(r).c_str());
+    return;
+  }
   report::print_findings_markdown(out, all);
   if (other)
     std::fprintf(out, "Checked: %s; for %s: `%s`.\n", checked_interpreter(r).c_str(),
@@ -285,10 +291,11 @@ void print_check_text(std::FILE* out, const check::CheckReport& r, bool color,
   std::optional<Pointer> other = best_other(r);
   std::string pointer = other ? "for " + other->what + ": " + other->command : "";
   const char* tick = color ? "\033[32m✓\033[0m" : "✓";
-  if (all.empty() && !other) std::fprintf(out, "%s no findings\n", tick);
-  if (all.empty() && other)
-    std::fprintf(out, "%s no findings (%s) · %s\n", tick, checked_interpreter(r).c_str(),
-                 pointer.c_str());
+  const bool bare = !other && !(r.other_interpreters && r.python);
+  if (all.empty() && bare) std::fprintf(out, "%s no findings\n", tick);
+  if (all.empty() && !bare)
+    std::fprintf(out, "%s no findings (%s)%s\n", tick, checked_interpreter(r).c_str(),
+                 other ? (" · " + pointer).c_str() : "");
   for (const Finding* f : all) report::print_finding(out, *f, report::Style{color, true});
   std::string summary = report::summary_line(all);
   if (!summary.empty()) {
