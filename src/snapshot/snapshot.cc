@@ -277,30 +277,36 @@ namespace {
 // tarfile reads them back to back; block-sized chunks satisfy both, as GNU
 // tar's own do), merged where they touch; what was not read is zeros, as
 // the hole would read.
-std::vector<TarWriter::Chunk> merged_chunks(const std::map<u64, std::string>& ranges, u64 size) {
+std::vector<TarWriter::Chunk> merged_chunks(std::vector<std::pair<u64, const std::string*>> ranges,
+                                            u64 size) {
   constexpr u64 kBlock = 512;
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<TarWriter::Chunk> out;
   for (const auto& [off, bytes] : ranges) {
-    if (off >= size || bytes.empty()) continue;
-    const u64 n = std::min<u64>(bytes.size(), size - off);
+    if (off >= size || bytes->empty()) continue;
+    const u64 n = std::min<u64>(bytes->size(), size - off);
     const u64 start = off / kBlock * kBlock;
     const u64 end = std::min(size, (off + n + kBlock - 1) / kBlock * kBlock);
     if (out.empty() || start > out.back().offset + out.back().data.size())
       out.push_back({start, std::string()});
     TarWriter::Chunk& c = out.back();
     if (end - c.offset > c.data.size()) c.data.resize(end - c.offset, '\0');
-    std::memcpy(c.data.data() + (off - c.offset), bytes.data(), n);
+    std::memcpy(c.data.data() + (off - c.offset), bytes->data(), n);
   }
   return out;
 }
 
-// One file of the machine and the names the checks reached it by.
+// One file of the machine and the names the checks reached it by. The bytes
+// stay in the access log: a member points at them (the log of a torch
+// environment holds tens of MiB; a copy per step doubled the peak).
 struct Member {
   std::string real_path;  // where its data goes; the other names link here
   host::FileStat stat;
   std::set<std::string> names;
-  std::map<u64, std::string> ranges;
-  bool whole = false;  // `ranges` holds the whole file (read_file)
+  std::vector<std::pair<u64, const std::string*>> ranges;  // read by ranges
+  const std::string* read_whole = nullptr;                 // the longest read_file() of it
+  bool whole() const { return read_whole && read_whole->size() == stat.size; }
 };
 
 }  // namespace
@@ -310,36 +316,36 @@ struct Member {
 // "pkg.libs/x"; GNU tar refuses names with ".."). Where two spellings of a
 // path were recorded, the longer read or the later stat is kept.
 struct Paths {
-  std::map<std::string, std::string> files;
+  std::map<std::string, const std::string*> files;
   std::map<std::string, std::vector<std::string>> directories;
   std::map<std::string, std::string> links;
   std::map<std::string, host::FileStat> stats;
-  std::map<std::string, host::AccessLog::Pieces> pieces;
+  struct Pieces {
+    host::FileStat stat;
+    std::string real_path;
+    std::vector<const std::map<u64, std::string>*> ranges;
+  };
+  std::map<std::string, Pieces> pieces;
   std::map<std::string, std::string> real_paths;
-  std::map<std::string, std::string> facts;
 };
 
 Paths normalized(const host::AccessLog& log) {
   auto norm = [](const std::string& p) { return host::normalize_path(p); };
   Paths n;
   for (const auto& [p, data] : log.files) {
-    std::string& kept = n.files[norm(p)];
-    if (data.size() > kept.size()) kept = data;
+    const std::string*& kept = n.files[norm(p)];
+    if (!kept || data.size() > kept->size()) kept = &data;
   }
   for (const auto& [p, entries] : log.directories) n.directories[norm(p)] = entries;
   for (const auto& [p, target] : log.links) n.links[norm(p)] = target;
   for (const auto& [p, st] : log.stats) n.stats[norm(p)] = st;
   for (const auto& [p, pieces] : log.pieces) {
-    host::AccessLog::Pieces& kept = n.pieces[norm(p)];
+    Paths::Pieces& kept = n.pieces[norm(p)];
     kept.stat = pieces.stat;
     kept.real_path = norm(pieces.real_path);
-    for (const auto& [off, bytes] : pieces.ranges) {
-      std::string& r = kept.ranges[off];
-      if (bytes.size() > r.size()) r = bytes;
-    }
+    kept.ranges.push_back(&pieces.ranges);
   }
   for (const auto& [p, real] : log.real_paths) n.real_paths[norm(p)] = norm(real);
-  n.facts = log.facts;
   return n;
 }
 
@@ -406,10 +412,8 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
   for (const auto& [path, p] : n.pieces) {
     if (!outside_kernel(path, p.real_path) || p.stat.kind != host::FileKind::Regular) continue;
     Member& m = member_of(path, p.stat, p.real_path);
-    for (const auto& [off, bytes] : p.ranges) {
-      std::string& kept = m.ranges[off];
-      if (bytes.size() > kept.size()) kept = bytes;
-    }
+    for (const std::map<u64, std::string>* ranges : p.ranges)
+      for (const auto& [off, bytes] : *ranges) m.ranges.emplace_back(off, &bytes);
   }
   for (const auto& [path, st] : n.stats) {
     auto real = n.real_paths.find(path);
@@ -435,10 +439,9 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
     for (const std::string& name : m.names) {
       auto f = n.files.find(name);
       if (f == n.files.end()) continue;
-      std::string& kept = m.ranges[0];
-      if (f->second.size() > kept.size()) kept = f->second;
-      m.whole = m.whole || f->second.size() == m.stat.size;
+      if (!m.read_whole || f->second->size() > m.read_whole->size()) m.read_whole = f->second;
     }
+    if (m.read_whole && !m.whole()) m.ranges.emplace_back(0, m.read_whole);
     m.names.insert(m.real_path);
     for (const std::string& name : m.names) in_members.insert(name);
   }
@@ -455,8 +458,8 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
     ensure_parents(m.real_path);
     const u64 mtime = static_cast<u64>(std::max<i64>(m.stat.mtime, 0));
     const u32 mode = m.stat.mode ? m.stat.mode : 0644;
-    if (m.whole) {
-      tar.file(m.real_path.substr(1), m.ranges.at(0), mode, mtime);
+    if (m.whole()) {
+      tar.file(m.real_path.substr(1), *m.read_whole, mode, mtime);
     } else {
       std::vector<TarWriter::Chunk> chunks = merged_chunks(m.ranges, m.stat.size);
       for (const TarWriter::Chunk& c : chunks) w.sparse_bytes += c.data.size();
@@ -476,7 +479,7 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
         (is_link(path) && !kernel_tree(path)))
       continue;  // a file read through a link: its contents
     ensure_parents(path);
-    tar.file(path.substr(1), data);
+    tar.file(path.substr(1), *data);
     w.files++;
   }
   // Paths only stat()ed in the kernel trees (the container markers,
@@ -522,7 +525,7 @@ Written write_snapshot(const host::AccessLog& log, const std::map<std::string, s
   ensure_parents(std::string(kEnvironFile));
   tar.file(std::string(kEnvironFile.substr(1)), environ, 0600);
   w.files++;
-  std::map<std::string, std::string> all_facts = n.facts;
+  std::map<std::string, std::string> all_facts = log.facts;
   for (const auto& [name, value] : facts) all_facts[name] = value + "\n";
   for (const auto& [name, value] : all_facts) {
     ensure_parents("/.mldoctor/" + name);
