@@ -659,7 +659,7 @@ std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes)
     std::optional<std::string> real;
     if (!path.starts_with("/proc/") && !path.starts_with("/sys/")) {
       st = stat_unlogged(path);
-      if (st->kind == FileKind::Regular) real = live_real_path(path);
+      if (st->kind == FileKind::Regular) real = real_path_unlogged(path);
     }
     std::lock_guard<std::mutex> lock(log_->mutex);
     std::string& kept = log_->files[std::string(path)];
@@ -694,7 +694,7 @@ FileStat Host::stat(std::string_view path) const {
   FileStat out = stat_unlogged(path);
   if (log_ && out.kind != FileKind::Missing && out.kind != FileKind::Error) {
     std::optional<std::string> real;
-    if (out.kind == FileKind::Regular) real = live_real_path(path);
+    if (out.kind == FileKind::Regular) real = real_path_unlogged(path);
     std::lock_guard<std::mutex> lock(log_->mutex);
     log_->stats[std::string(path)] = out;
     if (real) log_->real_paths[std::string(path)] = *real;
@@ -702,9 +702,10 @@ FileStat Host::stat(std::string_view path) const {
   return out;
 }
 
-// The recorded Host is the live machine's (snapshots record nothing else),
-// where realpath(3) answers without logging.
-std::optional<std::string> Host::live_real_path(std::string_view path) const {
+// real_path() without recording the links it passes, for the recorder
+// itself. Only a live Host records (snapshots are of this machine), so
+// realpath(3) answers.
+std::optional<std::string> Host::real_path_unlogged(std::string_view path) const {
   if (!is_live_root()) return std::nullopt;
   char* r = ::realpath(std::string(path).c_str(), nullptr);
   if (!r) return std::nullopt;
@@ -716,7 +717,7 @@ std::optional<std::string> Host::live_real_path(std::string_view path) const {
 void Host::record_pieces(std::string_view path, SparseFile& file) const {
   const std::string key(path);
   FileStat st = stat_unlogged(path);
-  std::optional<std::string> real = live_real_path(path);
+  std::optional<std::string> real = real_path_unlogged(path);
   {
     std::lock_guard<std::mutex> lock(log_->mutex);
     AccessLog::Pieces& p = log_->pieces[key];

@@ -217,7 +217,7 @@ class Host {
 
  private:
   FileStat stat_unlogged(std::string_view path) const;
-  std::optional<std::string> live_real_path(std::string_view path) const;
+  std::optional<std::string> real_path_unlogged(std::string_view path) const;
   void record_pieces(std::string_view path, SparseFile& file) const;
   std::optional<std::string> read_file_unlogged(std::string_view path, u64 max_bytes) const;
   std::optional<std::vector<std::string>> list_dir_unlogged(std::string_view path) const;
