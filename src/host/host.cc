@@ -37,7 +37,15 @@ int open_in_root(int root_fd, std::string_view path, int flags) {
   struct open_how how = {};
   how.flags = static_cast<u64>(flags) | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  long fd = syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how);
+  // EAGAIN: a ".." step raced a rename or mount somewhere on the system
+  // (the kernel then cannot prove the walk stayed inside the root). Nothing
+  // was wrong with the path; openat2(2) says to try again. A sysfs tree is
+  // all "../../devices" links, and on a busy machine renames never stop.
+  long fd = -1;
+  for (int attempt = 0; attempt < 1000; attempt++) {
+    fd = syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN) break;
+  }
   if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
   // Kernels before 5.6: resolve relative to the root without confinement of
   // absolute symlinks. Good enough for fixture trees, which use relative links.

@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 using namespace mld;
 using namespace mld::host;
@@ -81,4 +84,35 @@ TEST(LiveHost, SeesProcessEnvironment) {
   EXPECT_EQ(h.getenv("MLD_HOST_TEST").value_or(""), "1");
   EXPECT_TRUE(h.is_live_root());
   EXPECT_EQ(h.stat("/proc/self").kind, FileKind::Directory);
+}
+
+// openat2(RESOLVE_IN_ROOT) fails a ".." step with EAGAIN whenever a rename
+// or mount happens anywhere on the system meanwhile (the kernel cannot prove
+// the step stayed inside the root); a sysfs tree is all "../../devices"
+// links, and under a loaded test run (pip, .pyc writes, tar) renames never
+// stop, so reads of a fixture host came back short — a golden lost two of
+// its eight GPUs now and then. Renames in a loop beside reads through such
+// a link: every read must succeed.
+TEST_F(RootTree, DotDotStepsSurviveRenamesElsewhere) {
+  mkdir((root_ + "/sys").c_str(), 0755);
+  mkdir((root_ + "/sys/devices").c_str(), 0755);
+  mkdir((root_ + "/sys/class").c_str(), 0755);
+  std::ofstream(root_ + "/sys/devices/vendor") << "0x10de\n";
+  symlink("../devices", (root_ + "/sys/class/gpu").c_str());
+  char tmpl[] = "/tmp/mld-rename-XXXXXX";
+  const std::string spin = mkdtemp(tmpl);
+  std::ofstream(spin + "/a") << "x";
+  std::atomic<bool> stop{false};
+  std::thread renamer([&] {
+    for (bool flip = false; !stop.load(); flip = !flip)
+      std::rename((spin + (flip ? "/b" : "/a")).c_str(), (spin + (flip ? "/a" : "/b")).c_str());
+  });
+  Host h(root_, {});
+  int failed = 0;
+  for (int i = 0; i < 20000; i++)
+    if (h.read_file("/sys/class/gpu/../devices/vendor").value_or("") != "0x10de\n") failed++;
+  stop = true;
+  renamer.join();
+  std::system(("rm -rf " + spin).c_str());
+  EXPECT_EQ(failed, 0) << "reads through '..' lost to concurrent renames";
 }
