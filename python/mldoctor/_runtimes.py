@@ -4,7 +4,9 @@ binary's audit module does, src/trace/audit.c runtime_of), never by its file
 name, so renamed vendored copies (torch's libgomp-a34b3233.so.1,
 scikit-learn's libgomp) count:
 
-- the loaded objects come from dl_iterate_phdr (ctypes), in load order;
+- the loaded objects come from /proc/self/maps and the loader's own
+  RTLD_NOLOAD handles (_loaded.py: never dl_iterate_phdr, whose callback
+  would run Python under the loader's lock), in address order;
 - an object "defines" a symbol when dlsym() on its own RTLD_NOLOAD handle
   returns an address inside one of its own PT_LOAD segments (dlsym on a
   handle also searches the object's dependencies, which is not defining);
@@ -25,10 +27,13 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import struct
 import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from ._elf import Elf
+from ._files import read_regular
+from ._loaded import RTLD_NOLOAD, RTLD_NOW, DlInfo, Loaded, dl, loaded_objects
 
 __all__ = ["Runtime", "runtimes", "OPENMP_KINDS", "KMP_KINDS"]
 
@@ -53,9 +58,12 @@ class Runtime:
       OpenMP runtimes only;
     num_threads: the runtime's current count for the calling thread, None
       when it could not be asked safely (see the module's notes);
-    loaded_by: the first loaded object whose DT_NEEDED brings it in, or
-      "dlopen" when none needs it (ctypes.CDLL, an extension's own dlopen);
-    needed_by: every loaded object whose DT_NEEDED resolves to it;
+    loaded_by: a loaded object whose DT_NEEDED brings it in (the first of
+      needed_by; the loader's own order cannot be read safely, see
+      _loaded.py), or "dlopen" when none needs it (ctypes.CDLL, an
+      extension's own dlopen);
+    needed_by: every loaded object whose DT_NEEDED resolves to it, in
+      address order;
     soname: its DT_SONAME (a renamed copy keeps the original's)."""
     path: str
     loaded_as: str
@@ -75,82 +83,10 @@ class Runtime:
         return "%s %s" % (KIND_NAMES.get(self.kind, self.kind), self.path)
 
 
-# ---------------------------------------------------------------- ctypes
+# ---------------------------------------------------------------- the loader
 
-RTLD_NOW = getattr(os, "RTLD_NOW", 2)
-RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
-
-
-class _DlPhdrInfo(ctypes.Structure):
-    _fields_ = [("dlpi_addr", ctypes.c_void_p), ("dlpi_name", ctypes.c_char_p),
-                ("dlpi_phdr", ctypes.c_void_p), ("dlpi_phnum", ctypes.c_uint16)]
-
-
-class _DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
-
-
-_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_DlPhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
-_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr
-PT_LOAD, PT_DYNAMIC = 1, 2
-
-_libc = None
-
-
-def _dl():
-    global _libc
-    if _libc is None:
-        lib = ctypes.CDLL(None)
-        lib.dl_iterate_phdr.argtypes = [_CALLBACK, ctypes.c_void_p]
-        lib.dl_iterate_phdr.restype = ctypes.c_int
-        lib.dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        lib.dlopen.restype = ctypes.c_void_p
-        lib.dlclose.argtypes = [ctypes.c_void_p]
-        lib.dlclose.restype = ctypes.c_int
-        lib.dlsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        lib.dlsym.restype = ctypes.c_void_p
-        lib.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-        lib.dladdr.restype = ctypes.c_int
-        _libc = lib
-    return _libc
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    name: str  # dlpi_name
-    base: int  # dlpi_addr, the load bias
-    segments: Tuple[Tuple[int, int], ...]  # [start, end) of each PT_LOAD in memory
-
-    def holds(self, addr: int) -> bool:
-        return any(s <= addr < e for s, e in self.segments)
-
-
-def loaded_objects() -> List[_Loaded]:
-    """The objects of the main namespace in link-map order (the program,
-    whose name is empty, and the vDSO left out)."""
-    out: List[_Loaded] = []
-
-    def visit(info_p, size, data):  # runs under the loader's lock: no dlopen here
-        try:
-            info = info_p.contents
-            name = (info.dlpi_name or b"").decode("utf-8", "surrogateescape")
-            if not name.startswith("/") and "/" not in name:
-                return 0
-            base = info.dlpi_addr or 0
-            segs = []
-            raw = ctypes.string_at(info.dlpi_phdr, _PHDR.size * info.dlpi_phnum)
-            for i in range(info.dlpi_phnum):
-                p_type, _f, _o, vaddr, _pa, _fs, memsz, _al = _PHDR.unpack_from(raw, i * _PHDR.size)
-                if p_type == PT_LOAD:
-                    segs.append((base + vaddr, base + vaddr + memsz))
-            out.append(_Loaded(name, base, tuple(segs)))
-        except Exception:  # never let an exception cross the C callback
-            pass
-        return 0
-
-    _dl().dl_iterate_phdr(_CALLBACK(visit), None)
-    return out
+_Loaded = Loaded
+_Elf = Elf
 
 
 class _Handle:
@@ -158,27 +94,27 @@ class _Handle:
 
     def __init__(self, obj: _Loaded) -> None:
         self.obj = obj
-        self.h = _dl().dlopen(obj.name.encode("utf-8", "surrogateescape"), RTLD_NOW | RTLD_NOLOAD)
+        self.h = dl().dlopen(obj.name.encode("utf-8", "surrogateescape"), RTLD_NOW | RTLD_NOLOAD)
 
     def __enter__(self) -> _Handle:
         return self
 
     def __exit__(self, *exc) -> None:
         if self.h:
-            _dl().dlclose(self.h)
+            dl().dlclose(self.h)
             self.h = None
 
     def own(self, symbol: str) -> Optional[int]:
         """The address of `symbol` when this object itself defines it."""
         if not self.h:
             return None
-        addr = _dl().dlsym(self.h, symbol.encode())
+        addr = dl().dlsym(self.h, symbol.encode())
         if not addr:
             return None
         if self.obj.holds(addr):
             return addr
-        info = _DlInfo()  # a symbol outside the segments (an ifunc's target is inside too): ask the loader
-        if _dl().dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+        info = DlInfo()  # a symbol outside the segments (an ifunc's target is inside too): ask the loader
+        if dl().dladdr(addr, ctypes.byref(info)) and info.dli_fname:
             if info.dli_fname.decode("utf-8", "surrogateescape") == self.obj.name:
                 return addr
         return None
@@ -189,120 +125,6 @@ class _Handle:
             return None
         fn = ctypes.CFUNCTYPE(restype, *argtypes)(addr)
         return fn(*args)
-
-
-# ---------------------------------------------------------------- the file
-
-class _Elf:
-    """What is read from an object's file: soname, DT_NEEDED, version
-    definitions, and on demand the .rodata's version strings."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.soname: Optional[str] = None
-        self.needed: List[str] = []
-        self.verdefs: List[str] = []
-        try:
-            with open(path, "rb") as f:
-                self._read(f)
-        except (OSError, struct.error, ValueError, IndexError):
-            pass
-
-    def _read(self, f) -> None:
-        eh = f.read(64)
-        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:  # ELF64 little-endian only
-            return
-        phoff, = struct.unpack_from("<Q", eh, 32)
-        phentsize, phnum = struct.unpack_from("<HH", eh, 54)
-        f.seek(phoff)
-        raw = f.read(phentsize * phnum)
-        loads, dyn = [], None
-        for i in range(phnum):
-            p_type, _fl, off, vaddr, _pa, filesz, _ms, _al = _PHDR.unpack_from(raw, i * phentsize)
-            if p_type == PT_LOAD:
-                loads.append((vaddr, off, filesz))
-            elif p_type == PT_DYNAMIC:
-                dyn = (off, filesz)
-        if dyn is None:
-            return
-
-        def offset(vaddr: int) -> int:
-            for v, o, s in loads:
-                if v <= vaddr < v + s:
-                    return o + vaddr - v
-            raise ValueError("address outside the file")
-
-        f.seek(dyn[0])
-        d = f.read(dyn[1])
-        tags: Dict[int, int] = {}
-        needed, soname = [], None
-        for i in range(0, len(d) - 15, 16):
-            tag, val = struct.unpack_from("<qQ", d, i)
-            if tag == 0:
-                break
-            if tag == 1:
-                needed.append(val)
-            elif tag == 14:
-                soname = val
-            else:
-                tags.setdefault(tag, val)
-        if 5 not in tags:
-            return
-        strtab = offset(tags[5])
-
-        def string(off: int) -> str:
-            f.seek(strtab + off)
-            chunk = f.read(256)
-            while b"\0" not in chunk and len(chunk) < 4096:
-                more = f.read(256)
-                if not more:
-                    break
-                chunk += more
-            return chunk.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-        self.needed = [string(n) for n in needed]
-        self.soname = string(soname) if soname is not None else None
-        if 0x6FFFFFFC in tags:  # DT_VERDEF, DT_VERDEFNUM
-            at = offset(tags[0x6FFFFFFC])
-            for _ in range(min(tags.get(0x6FFFFFFD, 0), 4096)):
-                f.seek(at)
-                vd = f.read(20)
-                _ver, _flags, _ndx, cnt, _hash, aux, nxt = struct.unpack("<HHHHIII", vd)
-                if cnt:
-                    f.seek(at + aux)
-                    name, = struct.unpack("<I", f.read(4))
-                    self.verdefs.append(string(name))
-                if not nxt:
-                    break
-                at += nxt
-
-    def rodata(self) -> bytes:
-        """The .rodata section (the whole file's first 16 MiB without section headers)."""
-        try:
-            with open(self.path, "rb") as f:
-                eh = f.read(64)
-                shoff, = struct.unpack_from("<Q", eh, 40)
-                shentsize, shnum, shstrndx = struct.unpack_from("<HHH", eh, 58)
-                if shoff and shnum and shstrndx < shnum:
-                    f.seek(shoff)
-                    sh = f.read(shentsize * shnum)
-
-                    def section(i):
-                        name, _t, _fl, _a, off, size = struct.unpack_from("<IIQQQQ", sh, i * shentsize)
-                        return name, off, size
-
-                    _n, stroff, strsize = section(shstrndx)
-                    f.seek(stroff)
-                    names = f.read(strsize)
-                    for i in range(shnum):
-                        name, off, size = section(i)
-                        if names[name:names.find(b"\0", name)] == b".rodata":
-                            f.seek(off)
-                            return f.read(size)
-                f.seek(0)
-                return f.read(16 << 20)
-        except (OSError, struct.error):
-            return b""
 
 
 def _interface(verdefs: Sequence[str]) -> Optional[str]:
@@ -356,7 +178,7 @@ def _elf(o: _Loaded) -> _Elf:
     key = (o.name, o.base)
     e = _elf_cache.get(key)
     if e is None:
-        e = _elf_cache[key] = _Elf(o.name)
+        e = _elf_cache[key] = _Elf(o.path or o.name)
     return e
 
 
@@ -382,11 +204,16 @@ def _known(o: _Loaded) -> _Known:
     return k
 
 
+_last_classified: List[Tuple[_Loaded, _Known]] = []
+
+
 def classified() -> List[Tuple[_Loaded, _Known]]:
-    """(object, what it is) for every loaded runtime, in load order. Each
-    object is looked at once: the cheap check guard() repeats."""
+    """(object, what it is) for every loaded runtime, in address order.
+    Each object is looked at once: the cheap check guard() repeats."""
+    global _last_classified
     with _lock:
-        return [(o, k) for o in loaded_objects() for k in (_known(o),) if k.kind is not None]
+        _last_classified = [(o, k) for o in loaded_objects() for k in (_known(o),) if k.kind is not None]
+        return list(_last_classified)
 
 
 # ---------------------------------------------------------------- asking
@@ -398,15 +225,16 @@ def _truthy(v: Optional[str]) -> bool:
 def _kmp_registered(rts: Sequence[_Loaded]) -> Optional[_Loaded]:
     """The LLVM/Intel runtime that registered itself as initialised
     (__KMP_REGISTERED_LIB_<pid>_<uid>: in /dev/shm or the environment; its
-    value is "<flag address>-<value>-<library file>")."""
+    value is "<flag address>-<value>-<library file>"). /dev/shm is world-
+    writable: the file is read only when it is a regular file (a FIFO
+    planted under that name would block the open), and the flag only
+    through a handle that pins the runtime it lies in."""
     pid, uid = os.getpid(), os.getuid()
     values = []
     for name in ("__KMP_REGISTERED_LIB_%d_%d" % (pid, uid), "__KMP_REGISTERED_LIB_%d" % pid):
-        try:
-            with open("/dev/shm/" + name, "rb") as f:
-                values.append(f.read(512).split(b"\0", 1)[0].decode("ascii", "replace"))
-        except OSError:
-            pass
+        data = read_regular("/dev/shm/" + name, 512)
+        if data is not None:
+            values.append(data.split(b"\0", 1)[0].decode("ascii", "replace"))
         if os.environ.get(name):
             values.append(os.environ[name])
     for v in values:
@@ -416,9 +244,12 @@ def _kmp_registered(rts: Sequence[_Loaded]) -> Optional[_Loaded]:
         except (ValueError, IndexError):
             continue
         for o in rts:
-            # a stale registration of an earlier process with this pid fails the flag's value, as in the runtime
-            if o.holds(addr) and ctypes.c_ulong.from_address(addr).value == value:
-                return o
+            if not o.holds(addr):
+                continue
+            with _Handle(o) as h:
+                # a stale registration of an earlier process with this pid fails the flag's value, as in the runtime
+                if h.h and ctypes.c_ulong.from_address(addr).value == value:
+                    return o
     return None
 
 
@@ -488,28 +319,60 @@ def ask_plan(rts: Sequence[Tuple[_Loaded, _Known]]) -> Callable[[_Loaded, str], 
     return may_ask
 
 
+def openmp_counts(walk: bool = True) -> Dict[Tuple[str, int], Tuple[_Loaded, str, Optional[int]]]:
+    """(l_name, l_addr) -> (object, kind, omp_get_max_threads() in this
+    thread, None when it may not be asked) for each OpenMP runtime: of the
+    objects loaded now (walk), or of those the last walk found (no read of
+    /proc/self/maps: what guard() takes before an import, to compare after)."""
+    with _lock:
+        found = classified() if walk else list(_last_classified)
+        omp = [(o, k) for o, k in found if k.kind in OPENMP_KINDS]
+        if not omp:
+            return {}
+        may_ask = ask_plan(omp)
+        out = {}
+        for o, k in omp:
+            kind = k.kind or ""
+            try:
+                n = _num_threads(o, kind, may_ask(o, kind))
+            except Exception:
+                n = None
+            out[(o.name, o.base)] = (o, kind, n)
+        return out
+
+
 def _needers(objs: Sequence[_Loaded]) -> Dict[str, List[str]]:
-    """realpath of a loaded object -> the loaded objects whose DT_NEEDED
-    resolves to it. A name resolves to the first object in load order
-    known by that name (its path's base name or its soname), as ld.so
-    matches already-loaded objects."""
-    names: Dict[str, str] = {}
+    """l_name of a loaded object -> the loaded objects whose DT_NEEDED
+    resolves to it. ld.so resolves a DT_NEEDED name to the first object in
+    its link map known by that name: the name it was loaded as (the last
+    component of l_name for an object found by search) or its soname. The
+    link map's order is not known here (_loaded.py), so an object loaded
+    as that very name is preferred to one that only carries it as its soname
+    (a renamed copy dlopen()ed by path keeps the original's soname)."""
+    as_loaded: Dict[str, str] = {}
+    by_soname: Dict[str, str] = {}
     for o in objs:
-        e = _elf(o)
-        for n in (os.path.basename(o.name), e.soname):
-            if n and n not in names:
-                names[n] = o.name
+        as_loaded.setdefault(os.path.basename(o.name), o.name)
+        soname = _elf(o).soname
+        if soname:
+            by_soname.setdefault(soname, o.name)
     out: Dict[str, List[str]] = {}
     for o in objs:
         for n in _elf(o).needed:
-            target = names.get(n) if "/" not in n else n
+            target = n if "/" in n else as_loaded.get(n) or by_soname.get(n)
             if target and target != o.name:
                 out.setdefault(target, []).append(o.name)
     return out
 
 
+def needed_by(o: _Loaded) -> List[str]:
+    """l_name of each loaded object whose DT_NEEDED resolves to o."""
+    with _lock:
+        return list(_needers(loaded_objects()).get(o.name, ()))
+
+
 def runtimes() -> List[Runtime]:
-    """The OpenMP and BLAS runtimes loaded in this process now, in load order."""
+    """The OpenMP and BLAS runtimes loaded in this process now, in address order."""
     with _lock:
         objs = loaded_objects()
         rts = [(o, k) for o in objs for k in (_known(o),) if k.kind is not None]
@@ -524,7 +387,7 @@ def runtimes() -> List[Runtime]:
             except Exception:
                 n = None
             version = k.version if kind in OPENMP_KINDS else _blas_version(o, kind)
-            out.append(Runtime(path=os.path.realpath(o.name), loaded_as=o.name, kind=kind, version=version,
+            out.append(Runtime(path=o.path or os.path.realpath(o.name), loaded_as=o.name, kind=kind, version=version,
                                interface=_interface(k.elf.verdefs) if k.elf and kind in OPENMP_KINDS else None,
                                num_threads=n, loaded_by=by[0] if by else "dlopen", needed_by=by,
                                soname=k.elf.soname if k.elf else None))

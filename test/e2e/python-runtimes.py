@@ -116,7 +116,7 @@ if os.path.exists(LLVM):
     print(p.stdout + p.stderr)
     check_in("ALIVE", p.stdout, "runtimes() with two LLVM copies did not abort the process")
     lines = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("RT ")]
-    check_eq([(ln[1], ln[2] == llvm_copy, ln[3] == "None") for ln in lines],
+    check_eq(sorted((ln[1], ln[2] == llvm_copy, ln[3] == "None") for ln in lines),
              [("llvm-openmp", False, False), ("llvm-openmp", True, True)],
              "two LLVM copies: both llvm-openmp, the initialised one asked, the copy not")
     check(all(ln[5].startswith("OMP_") for ln in lines), "LLVM's interface is an OMP_ version")
