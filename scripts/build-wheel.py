@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Builds dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl from a
-build tree with Debian's own packaging tool, `python3 -m wheel pack`
+build tree, and beside it dist/mldoctor-<version>-py3-none-any.whl, with Debian's own packaging tool, `python3 -m wheel pack`
 (python3-wheel: it writes RECORD and the archive from an unpacked wheel
 laid out here), offline. The wheel holds the package python/mldoctor and, in
 mldoctor/_bin/, the binary with its debug information stripped, its shims
@@ -10,6 +10,13 @@ and the MPI plugin when built. The binary finds its shims next to itself
 objects themselves: the newest GLIBC_x.y any of them needs (readelf -V),
 the machine from the ELF header. The archive is reproducible: `wheel pack`
 writes entries sorted and stamped SOURCE_DATE_EPOCH (set to 1980-01-01).
+
+The py3-none-any wheel holds the Python package alone: pip prefers the
+platform wheel wherever its tag fits, and installs this one where it does
+not (an older glibc, another CPU), so that mldoctor.runtimes() and
+mldoctor.guard(), which need no binary, install everywhere; its commands
+then say that this installation has no binary and what to do. Both paths
+are printed, the platform wheel's last.
 
     scripts/build-wheel.py [BUILD_DIR [OUT_DIR]]     (make wheel)"""
 import os
@@ -57,7 +64,12 @@ def machine(path):
     return MACHINES[e_machine]
 
 
-def metadata(version):
+PURE_NOTE = ("\nThis is the pure-Python wheel: pip installs it where the wheel with the binary does not fit the\n"
+             "machine (an older glibc, another CPU). `mldoctor.runtimes()` and `mldoctor.guard()` work; the\n"
+             "commands say that this installation has no binary.\n")
+
+
+def metadata(version, pure=False):
     return ("Metadata-Version: 2.1\nName: mldoctor\nVersion: %s\nSummary: %s\n"
             "Requires-Python: >=3.8\nClassifier: Operating System :: POSIX :: Linux\n"
             "Classifier: Programming Language :: Python :: 3\nClassifier: Typing :: Typed\n"
@@ -66,7 +78,41 @@ def metadata(version):
             "jobs (clashing OpenMP/MKL runtimes, exhausted static TLS, hung JIT builds, NCCL hangs), with\n"
             "evidence and the exact fix. This wheel holds the binary (`mldoctor check`, `run`, `logs`, ...),\n"
             "`python -m mldoctor`, and a typed API: `mldoctor.check()`, `mldoctor.logs(text)`,\n"
-            "`mldoctor.explain(rule_id)`.\n") % (version, SUMMARY)
+            "`mldoctor.explain(rule_id)`.\n") % (version, SUMMARY) + (PURE_NOTE if pure else "")
+
+
+def copy_package(stage):
+    pkg = os.path.join(SOURCE, "python", "mldoctor")
+    os.makedirs(os.path.join(stage, "mldoctor"), exist_ok=True)
+    for name in sorted(os.listdir(pkg)):
+        if name.endswith(".py") or name == "py.typed":
+            shutil.copyfile(os.path.join(pkg, name), os.path.join(stage, "mldoctor", name))
+            os.chmod(os.path.join(stage, "mldoctor", name), 0o644)
+
+
+def pack(stage, version, tag, pure, out_dir):
+    """Writes the dist-info of the unpacked wheel `stage` and packs it."""
+    info = os.path.join(stage, "mldoctor-%s.dist-info" % version)
+    os.makedirs(info)
+    for name, text in (
+            ("METADATA", metadata(version, pure)),
+            ("WHEEL", "Wheel-Version: 1.0\nGenerator: mldoctor scripts/build-wheel.py\n"
+                      "Root-Is-Purelib: %s\nTag: %s\n" % ("true" if pure else "false", tag)),
+            ("entry_points.txt", "[console_scripts]\nmldoctor = mldoctor.__main__:console\n"),
+            ("top_level.txt", "mldoctor\n")):
+        with open(os.path.join(info, name), "w") as f:
+            f.write(text)
+    os.makedirs(out_dir, exist_ok=True)
+    wheel = os.path.join(out_dir, "mldoctor-%s-%s.whl" % (version, tag))
+    env = dict(os.environ, SOURCE_DATE_EPOCH="315532800")
+    p = subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out_dir, stage], env=env,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        die("python3 -m wheel pack failed (Debian's python3-wheel: scripts/install-deps.sh "
+            "installs it): %s" % (p.stderr.strip() or p.stdout.strip()))
+    if not os.path.isfile(wheel):
+        die("wheel pack wrote no %s: %s" % (wheel, p.stdout.strip()))
+    return wheel
 
 
 def main(argv):
@@ -94,36 +140,14 @@ def main(argv):
             os.chmod(stripped, 0o755)
             glibc = max(glibc, glibc_needed(stripped))
         arch = machine(exe)
-        pkg = os.path.join(SOURCE, "python", "mldoctor")
-        for name in sorted(os.listdir(pkg)):
-            if name.endswith(".py") or name == "py.typed":
-                shutil.copyfile(os.path.join(pkg, name), os.path.join(stage, "mldoctor", name))
-                os.chmod(os.path.join(stage, "mldoctor", name), 0o644)
-
-        tag = "py3-none-manylinux_%d_%d_%s" % (glibc[0], glibc[1], arch)
-        info = os.path.join(stage, "mldoctor-%s.dist-info" % version)
-        os.makedirs(info)
-        for name, text in (
-                ("METADATA", metadata(version)),
-                ("WHEEL", "Wheel-Version: 1.0\nGenerator: mldoctor scripts/build-wheel.py\n"
-                          "Root-Is-Purelib: false\nTag: %s\n" % tag),
-                ("entry_points.txt", "[console_scripts]\nmldoctor = mldoctor.__main__:console\n"),
-                ("top_level.txt", "mldoctor\n")):
-            with open(os.path.join(info, name), "w") as f:
-                f.write(text)
-
-        os.makedirs(out_dir, exist_ok=True)
-        wheel = os.path.join(out_dir, "mldoctor-%s-%s.whl" % (version, tag))
-        env = dict(os.environ, SOURCE_DATE_EPOCH="315532800")
-        p = subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out_dir, stage], env=env,
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            die("python3 -m wheel pack failed (Debian's python3-wheel: scripts/install-deps.sh "
-                "installs it): %s" % (p.stderr.strip() or p.stdout.strip()))
-        if not os.path.isfile(wheel):
-            die("wheel pack wrote no %s: %s" % (wheel, p.stdout.strip()))
+        copy_package(stage)
+        wheel = pack(stage, version, "py3-none-manylinux_%d_%d_%s" % (glibc[0], glibc[1], arch), False, out_dir)
+        pure_stage = os.path.join(tmp, "pure", "mldoctor-%s" % version)
+        copy_package(pure_stage)
+        pure = pack(pure_stage, version, "py3-none-any", True, out_dir)
     finally:
         shutil.rmtree(tmp)
+    print(pure)
     print(wheel)
 
 

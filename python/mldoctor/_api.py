@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._binary import find_binary, not_found_message
+from ._binary import cannot_start_message, find_binary, loader_failure, not_found_message
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -230,19 +230,27 @@ def _error_message(stderr: str, status: int) -> str:
     return text if text else "mldoctor: error: exited with status %d and no message" % status
 
 
-def run_json(args: Sequence[str], input: Optional[bytes] = None) -> Tuple[Dict[str, Any], int]:
+def run_json(args: Sequence[str], input: Optional[bytes] = None,
+             timeout: Optional[float] = None) -> Tuple[Dict[str, Any], int]:
     """Runs `mldoctor ARGS` (ARGS holds --json) and returns (document, exit
-    status). Exit statuses other than 0 and 1 raise MldoctorError."""
+    status). Exit statuses other than 0 and 1 raise MldoctorError, and so
+    does a run longer than timeout seconds (the binary is killed)."""
     binary = find_binary()
     if binary is None:
         raise MldoctorError(not_found_message(), None, args)
     argv = [binary] + list(args)
     try:
         p = subprocess.run(argv, input=input, stdin=None if input is not None else subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise MldoctorError("mldoctor: error: %s did not answer within %g s" % (" ".join(argv), timeout), None,
+                            argv) from e
     except OSError as e:
         raise MldoctorError("mldoctor: error: cannot execute %s: %s" % (binary, e.strerror), None, argv) from e
     stderr = p.stderr.decode("utf-8", "replace")
+    failure = loader_failure(stderr) if p.returncode != 0 and not p.stdout else None
+    if failure is not None:
+        raise MldoctorError(cannot_start_message(binary, failure), p.returncode, argv, stderr)
     if p.returncode not in (0, 1):
         raise MldoctorError(_error_message(stderr, p.returncode), p.returncode, argv, stderr)
     try:
