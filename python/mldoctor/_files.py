@@ -29,7 +29,7 @@ def open_regular(path: str) -> Optional[int]:
     return None
 
 
-def read_regular(path: str, limit: int = 1 << 20) -> Optional[bytes]:
+def read_regular(path: str, limit: int = 1 << 20, chunk: int = 1 << 16) -> Optional[bytes]:
     """At most `limit` bytes of a regular file, None for anything else or an error."""
     fd = open_regular(path)
     if fd is None:
@@ -37,7 +37,7 @@ def read_regular(path: str, limit: int = 1 << 20) -> Optional[bytes]:
     try:
         chunks, size = [], 0
         while size < limit:
-            b = os.read(fd, min(1 << 16, limit - size))
+            b = os.read(fd, min(chunk, limit - size))
             if not b:
                 break
             chunks.append(b)
@@ -50,5 +50,6 @@ def read_regular(path: str, limit: int = 1 << 20) -> Optional[bytes]:
 
 
 def read_proc(path: str) -> Optional[bytes]:
-    """A whole /proc file (regular files of size 0 that are generated on read)."""
-    return read_regular(path, 64 << 20)
+    """A whole /proc file (regular files of size 0 that are generated on read):
+    in large reads, each of which the kernel fills as far as it can."""
+    return read_regular(path, 64 << 20, 1 << 20)

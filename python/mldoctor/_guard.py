@@ -232,17 +232,26 @@ def _check(event: Optional[str] = None, before: Optional[Counts] = None, interna
     return found
 
 
+_nesting = threading.local()
+
+
 def _checking(loader_class: type, after) -> type:
     """A subclass of loader_class whose exec_module calls after(module,
-    before) once the module has run, `before` being the counts taken first."""
+    before) once the module has run, `before` being the counts taken first.
+    An extension module imported while another one's runs (its init imports
+    it) is checked with the outer one, once."""
 
     class Checking(loader_class):  # type: ignore[valid-type, misc]
         def exec_module(self, module) -> None:
-            before = _counts_before()
+            outer = after is not _after_extension or getattr(_nesting, "depth", 0) == 0
+            before = _counts_before() if outer else {}
+            _nesting.depth = getattr(_nesting, "depth", 0) + 1
             try:
                 super().exec_module(module)
             finally:
-                after(module, before)
+                _nesting.depth -= 1
+                if outer:
+                    after(module, before)
 
     Checking.__name__ = Checking.__qualname__ = "Checking" + loader_class.__name__
     return Checking

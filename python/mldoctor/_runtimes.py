@@ -205,14 +205,18 @@ def _known(o: _Loaded) -> _Known:
 
 
 _last_classified: List[Tuple[_Loaded, _Known]] = []
+_last_objects: List[_Loaded] = []
 
 
 def classified() -> List[Tuple[_Loaded, _Known]]:
     """(object, what it is) for every loaded runtime, in address order.
     Each object is looked at once: the cheap check guard() repeats."""
-    global _last_classified
+    global _last_classified, _last_objects
     with _lock:
-        _last_classified = [(o, k) for o in loaded_objects() for k in (_known(o),) if k.kind is not None]
+        objs = loaded_objects()
+        if len(objs) != len(_last_objects) or any(a is not b for a, b in zip(objs, _last_objects)):
+            _last_classified = [(o, k) for o in objs for k in (_known(o),) if k.kind is not None]
+            _last_objects = objs
         return list(_last_classified)
 
 
@@ -253,12 +257,33 @@ def _kmp_registered(rts: Sequence[_Loaded]) -> Optional[_Loaded]:
     return None
 
 
+# omp_get_max_threads of each OpenMP runtime asked before, through a handle
+# kept open: guard() asks before and after every extension import, and
+# closing a handle the loader counted as the only direct one runs its whole
+# unload pass over the namespace (0.3 ms with 600 objects). Keeping a
+# runtime pinned is what the objects that need it do anyway; LLVM's libomp
+# is NODELETE in any case.
+_omp_askers: Dict[Tuple[str, int], Optional[Callable[[], int]]] = {}
+
+
+def _omp_max_threads(o: _Loaded) -> Optional[int]:
+    key = (o.name, o.base)
+    if key not in _omp_askers:
+        h = _Handle(o)
+        addr = h.own("omp_get_max_threads")
+        if addr is None:
+            h.__exit__()
+        _omp_askers[key] = ctypes.CFUNCTYPE(ctypes.c_int)(addr) if addr is not None else None
+    ask = _omp_askers[key]
+    return ask() if ask is not None else None
+
+
 def _num_threads(o: _Loaded, kind: str, may_ask: bool) -> Optional[int]:
     if not may_ask:
         return None
+    if kind in OPENMP_KINDS:
+        return _omp_max_threads(o)
     with _Handle(o) as h:
-        if kind in OPENMP_KINDS:
-            return h.call("omp_get_max_threads")
         if kind == "mkl":
             n = h.call("MKL_Get_Max_Threads")
             return n if n is not None else h.call("mkl_get_max_threads")
