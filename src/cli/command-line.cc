@@ -89,8 +89,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   check_cmd->group(kGroupPreflight);
   add_check_options(check_cmd);
   fix_cmd = app.add_subcommand(
-      "fix",
-      "the environment settings that resolve check's findings, for eval \"$(mldoctor fix)\"");
+      "fix", "the environment settings check's findings call for, for eval \"$(mldoctor fix)\"");
   fix_cmd->group(kGroupPreflight);
   fix_cmd->add_option("--shell", in.shell, "shell syntax")
       ->check(CLI::IsMember({"bash", "fish"}))
@@ -179,7 +178,8 @@ CommandLine::CommandLine(std::function<std::string()> version) {
                    "also look at this build root or build directory (repeatable)")
       ->type_name(kValueDir);
   jit_cmd->add_flag("--fix", in.jit.fix,
-                    "remove stale locks (never one a live process holds); prints each action");
+                    "remove stale locks (never one a live process holds) and stale build "
+                    "outputs, at once; prints each action");
   jit_cmd->add_flag("--dry-run", in.jit.dry_run,
                     "with --fix: show what would be done, change nothing");
   jit_cmd->add_option("--python", jit_python, "the interpreter whose torch the builds are for")

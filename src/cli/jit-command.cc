@@ -24,6 +24,13 @@ using nlohmann::json;
 
 json optional_json(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 
+json links_json(const std::vector<host::SymlinkStep>& links) {
+  json out = json::array();
+  for (const host::SymlinkStep& l : links)
+    out.push_back({{"path", l.path}, {"target", l.target}, {"uid", l.uid}});
+  return out;
+}
+
 json extension_json(const jit::Extension& e) {
   json lock = nullptr;
   if (e.lock) {
@@ -31,6 +38,7 @@ json extension_json(const jit::Extension& e) {
     for (const jit::LockHolder& h : e.lock->holders)
       holders.push_back({{"pid", h.pid}, {"command", h.command}});
     lock = {{"path", e.lock->path},
+            {"real_path", e.lock->real_path},
             {"symlink", e.lock->symlink},
             {"age_seconds", e.lock->age_seconds ? json(*e.lock->age_seconds) : json(nullptr)},
             {"holders", holders},
@@ -40,12 +48,19 @@ json extension_json(const jit::Extension& e) {
   }
   return {{"name", e.name},
           {"path", e.path},
+          {"real_path", e.real_path},
+          {"links", links_json(e.links)},
           {"root", e.root},
           {"root_kind", e.root_kind},
           {"tag", optional_json(e.tag)},
           {"module", optional_json(e.module)},
           {"build_ninja", e.has_build_ninja},
           {"lock", lock}};
+}
+
+// ", really /scratch/u/te" when links make a root's real path differ.
+std::string really(const std::string& path, const std::string& real) {
+  return real.empty() || real == path ? "" : ", really " + real;
 }
 
 }  // namespace
@@ -100,13 +115,26 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
 
   if (common.format == OutputFormat::Json) {
     json roots = json::array(), exts = json::array(), findings_json = json::array(),
-         acts = json::array();
-    for (const jit::BuildRoot& b : r.roots) roots.push_back({{"path", b.path}, {"kind", b.kind}});
+         acts = json::array(), broken = json::array();
+    for (const jit::BuildRoot& b : r.roots)
+      roots.push_back({{"path", b.path}, {"kind", b.kind}, {"real_path", b.real_path}});
+    for (const jit::BrokenLink& b : r.broken_links)
+      broken.push_back({{"path", b.path},
+                        {"what", b.what},
+                        {"name", b.name},
+                        {"root_kind", b.root_kind},
+                        {"loop", b.loop},
+                        {"target", b.loop ? json(nullptr) : json(b.target)},
+                        {"missing", b.loop ? json(nullptr) : json(b.missing)},
+                        {"links", links_json(b.links)}});
     for (const jit::Extension& e : r.extensions) exts.push_back(extension_json(e));
     for (const Finding& f : findings) findings_json.push_back(report::finding_json(f));
     for (const jit::FixAction& a : actions)
-      acts.push_back(
-          {{"action", a.action}, {"path", a.path}, {"done", a.done}, {"reason", a.reason}});
+      acts.push_back({{"action", a.action},
+                      {"path", a.path},
+                      {"real_path", a.real_path.empty() ? json(nullptr) : json(a.real_path)},
+                      {"done", a.done},
+                      {"reason", a.reason}});
     const jit::Toolchain& t = r.toolchain;
     json tc = {{"ninja", optional_json(t.ninja)},
                {"cuda_home", optional_json(t.cuda_home)},
@@ -122,6 +150,7 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
                 {"torch_cuda", jo.torch_installed ? optional_json(jo.torch_cuda) : json(nullptr)},
                 {"roots", roots},
                 {"extensions", exts},
+                {"broken_links", broken},
                 {"toolchain", tc},
                 {"processes_scanned", r.processes_scanned},
                 {"findings", findings_json},
@@ -130,7 +159,8 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
   } else if (common.format == OutputFormat::Markdown) {
     std::fprintf(out, "## mldoctor jit\n\n");
     for (const jit::BuildRoot& b : r.roots)
-      std::fprintf(out, "- build root `%s` (%s)\n", b.path.c_str(), b.kind.c_str());
+      std::fprintf(out, "- build root `%s` (%s%s)\n", b.path.c_str(), b.kind.c_str(),
+                   really(b.path, b.real_path).c_str());
     std::fprintf(out, "- %zu extension build%s\n\n", r.extensions.size(),
                  r.extensions.size() == 1 ? "" : "s");
     report::print_findings_markdown(out, all);
@@ -140,8 +170,8 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
     for (const jit::BuildRoot& b : r.roots) {
       size_t n = 0;
       for (const jit::Extension& e : r.extensions) n += e.root == b.path;
-      std::fprintf(out, "%s (%s): %zu build%s\n", b.path.c_str(), b.kind.c_str(), n,
-                   n == 1 ? "" : "s");
+      std::fprintf(out, "%s (%s%s): %zu build%s\n", b.path.c_str(), b.kind.c_str(),
+                   really(b.path, b.real_path).c_str(), n, n == 1 ? "" : "s");
     }
     const jit::Toolchain& t = r.toolchain;
     std::fprintf(
@@ -154,15 +184,25 @@ int run_jit(const CommonOptions& common, const JitCliOptions& opts) {
     for (const Finding* f : all) report::print_finding(out, *f, style);
     if (!actions.empty()) std::fprintf(out, "\n");
     for (const jit::FixAction& a : actions) {
-      if (a.action == "remove")
-        std::fprintf(out, "%s %s %s%s\n",
-                     opts.dry_run ? "would remove"
-                     : a.done     ? "removed"
-                                  : "could not remove",
-                     a.path.ends_with("/lock") ? "stale lock" : "stale build output",
-                     a.path.c_str(), a.done || opts.dry_run ? "" : (": " + a.reason).c_str());
-      else
+      if (a.action != "remove") {
         std::fprintf(out, "kept %s: %s\n", a.path.c_str(), a.reason.c_str());
+        continue;
+      }
+      // What was removed is named by its real path, the only one removed
+      // through; the name the scan found it by follows when links differ.
+      const bool duplicate = a.reason.starts_with("the same file as ");
+      std::string line = std::string(opts.dry_run ? "would remove"
+                                     : a.done     ? "removed"
+                                                  : "could not remove") +
+                         (a.path.ends_with("/lock") ? " stale lock " : " stale build output ") +
+                         a.real_path;
+      if (a.real_path != a.path)
+        line += " (named " + a.path + " through symbolic links, which stay)";
+      if (duplicate)
+        line += ": " + a.reason;
+      else if (!a.done && !opts.dry_run)
+        line += ": " + a.reason;
+      std::fprintf(out, "%s\n", line.c_str());
     }
     std::string summary = report::summary_line(left);
     const std::string fixed_text = fixed_count ? std::to_string(fixed_count) + " fixed" : "";

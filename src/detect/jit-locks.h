@@ -17,12 +17,31 @@ inline std::string lock_age_text(std::optional<i64> s) {
   return std::to_string(*s / 86400) + " days old";
 }
 
-// A detection about the lock of `e`, with the evidence every lock rule gives.
+// "a → b, c → d": symbolic links as followed.
+inline std::string links_text(const std::vector<host::SymlinkStep>& links) {
+  std::string out;
+  for (const host::SymlinkStep& l : links)
+    out += (out.empty() ? "" : ", ") + l.path + " → " + l.target;
+  return out;
+}
+
+// " (really /scratch/u/x/lock)" when links make the lock's real path differ.
+inline std::string real_lock_text(const jit::LockState& l) {
+  return l.real_path.empty() || l.real_path == l.path ? "" : " (really " + l.real_path + ")";
+}
+
+// A detection about the lock of `e`, with the evidence every lock rule gives:
+// where the build directory is, and through which links torch reaches it.
 inline Detection lock_detection(const jit::Extension& e) {
   const jit::LockState& l = *e.lock;
   Detection d;
   d.subject = l.path;
   d.evidence.push_back({"build directory " + e.path + " (" + e.root_kind + ")", "", std::nullopt});
+  if (!e.links.empty())
+    d.evidence.push_back({"reached through the symbolic link" +
+                              std::string(e.links.size() == 1 ? " " : "s ") + links_text(e.links) +
+                              ": the directory is " + e.real_path,
+                          "", std::nullopt});
   d.evidence.push_back({"lock " + lock_age_text(l.age_seconds) +
                             (l.filesystem.empty() ? "" : ", on " + l.filesystem) +
                             (l.symlink ? ", a symbolic link" : ""),

@@ -195,7 +195,7 @@ FileStat Host::lstat(std::string_view path) const {
   return stat_result(rc, st);
 }
 
-bool Host::remove_file(std::string_view path, std::string* error) const {
+bool Host::remove_file(std::string_view path, std::string* error, const FileId* expected) const {
   auto fail = [&](const std::string& what, int err) {
     if (error) *error = what + ": " + errno_text(err);
     return false;
@@ -234,6 +234,10 @@ bool Host::remove_file(std::string_view path, std::string* error) const {
   if (fstatat(current.fd, parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
     return fail(p, errno);
   if (S_ISDIR(st.st_mode)) return fail(p, EISDIR);
+  // The directory is pinned by its descriptor: only this entry can have
+  // changed since the caller checked the file, and then it is not removed.
+  if (expected && !(FileId{static_cast<u64>(st.st_dev), static_cast<u64>(st.st_ino)} == *expected))
+    return fail(p, ESTALE);
   if (unlinkat(current.fd, parts.back().c_str(), 0) != 0) return fail(p, errno);
   return true;
 }
@@ -599,8 +603,25 @@ std::optional<std::string> Host::real_path(std::string_view path) const {
     std::free(real);
     return out;
   }
-  // Inside the root: resolve component by component, links relative to
-  // their directory, absolute ones from the root; at most 40 links.
+  PathResolution r = resolve(path);
+  if (r.end != PathResolution::End::Found) return std::nullopt;
+  return r.path;
+}
+
+PathResolution Host::resolve(std::string_view path) const {
+  PathResolution out;
+  std::string start(path);
+  if (is_live_root() && (start.empty() || start[0] != '/')) {
+    char buf[4096];
+    if (!getcwd(buf, sizeof buf)) {
+      out.end = PathResolution::End::Error;
+      out.path = start;
+      return out;
+    }
+    start = join_path(buf, start);
+  }
+  // Component by component, links relative to their directory, absolute
+  // ones from the root; at most 40 links (the kernel's MAXSYMLINKS).
   std::vector<std::string> todo, done;
   auto push_parts = [&todo](std::string_view p) {
     std::vector<std::string> parts;
@@ -612,8 +633,13 @@ std::optional<std::string> Host::real_path(std::string_view path) const {
     }
     todo.insert(todo.end(), parts.rbegin(), parts.rend());
   };
-  push_parts(path);
-  int links = 0;
+  auto joined = [&done](std::string_view last) {
+    std::string p;
+    for (const std::string& d : done) p += "/" + d;
+    if (!last.empty()) p += "/" + std::string(last);
+    return p.empty() ? std::string("/") : p;
+  };
+  push_parts(start);
   while (!todo.empty()) {
     std::string part = std::move(todo.back());
     todo.pop_back();
@@ -622,23 +648,35 @@ std::optional<std::string> Host::real_path(std::string_view path) const {
       if (!done.empty()) done.pop_back();
       continue;
     }
-    std::string current;
-    for (const std::string& d : done) current += "/" + d;
-    current += "/" + part;
+    const std::string current = joined(part);
     FileStat st = lstat(current);
-    if (st.kind == FileKind::Missing || st.kind == FileKind::Error) return std::nullopt;
+    if (st.kind == FileKind::Missing || st.kind == FileKind::Error) {
+      out.end =
+          st.kind == FileKind::Missing ? PathResolution::End::Missing : PathResolution::End::Error;
+      out.path = current;
+      return out;
+    }
     if (st.symlink) {
       std::optional<std::string> target = read_link(current);
-      if (!target || ++links > 40) return std::nullopt;
+      if (!target) {
+        out.end = PathResolution::End::Error;
+        out.path = current;
+        return out;
+      }
+      out.links.push_back({current, *target, st.uid});
+      if (out.links.size() > 40) {
+        out.end = PathResolution::End::Loop;
+        out.path = current;
+        return out;
+      }
       if (!target->empty() && (*target)[0] == '/') done.clear();
       push_parts(*target);
       continue;
     }
     done.push_back(part);
   }
-  std::string out;
-  for (const std::string& d : done) out += "/" + d;
-  return out.empty() ? "/" : out;
+  out.path = joined("");
+  return out;
 }
 
 std::optional<Host::Space> Host::filesystem_space(std::string_view path) const {

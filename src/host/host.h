@@ -41,6 +41,26 @@ struct FileStat {
   bool symlink = false;  // lstat() only: the entry itself is a symbolic link
 };
 
+// A symbolic link met while resolving a path: where it is (in the path as
+// resolved so far), what it says, and who owns it.
+struct SymlinkStep {
+  std::string path;
+  std::string target;
+  u32 uid = 0;
+};
+
+// Where a path leads, resolved one component at a time as the kernel does
+// (a link relative to its directory, an absolute one from the root, at most
+// 40 links): the real path, or why there is none, with every link followed.
+struct PathResolution {
+  enum class End { Found, Missing, Loop, Error };
+  End end = End::Found;
+  // Found: the real path. Missing: the first component (links before it
+  // resolved) that does not exist. Loop, Error: where it stopped.
+  std::string path;
+  std::vector<SymlinkStep> links;
+};
+
 // x86-64 micro-architecture levels as glibc's glibc-hwcaps names them.
 struct CpuFeatures {
   int x86_64_level = 1;  // 1..4; 0 when not x86-64
@@ -138,8 +158,11 @@ class Host {
   // symbolic link at `path` (never a directory, never the target of a link)
   // after resolving every directory on the way without following any
   // symlink: a link anywhere in the path fails with ELOOP instead of leading
-  // out of the tree. False with *error set when it did not remove it.
-  bool remove_file(std::string_view path, std::string* error) const;
+  // out of the tree. With `expected`, only the file of that identity: one
+  // put in its place since the caller checked it fails with ESTALE. False
+  // with *error set when it did not remove it.
+  bool remove_file(std::string_view path, std::string* error,
+                   const FileId* expected = nullptr) const;
   // Maps a regular file under the root. Throws IoError.
   MappedFile map(std::string_view path) const;
   // Opens a regular file under the root to be read by ranges (pread), for
@@ -160,6 +183,10 @@ class Host {
   // nullopt when a component is missing. /proc/<pid>/fd links name files
   // by this path.
   std::optional<std::string> real_path(std::string_view path) const;
+  // The path resolved inside the root with every link it passes through
+  // (a relative path on the live machine is taken from the working
+  // directory). Bounded: a loop ends it, never a hang.
+  PathResolution resolve(std::string_view path) const;
 
   // statvfs(2) of the filesystem holding `path` under the root.
   struct Space {

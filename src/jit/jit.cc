@@ -13,6 +13,14 @@
 // A lock is held when a live process has it open (/proc/*/fd), since
 // FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
 // only poll os.path.exists and hold nothing.
+//
+// Symbolic links: caches are often linked to scratch or shared storage (the
+// build directory, the tag level, the root, or a directory above). torch
+// follows every link, so the scan does too, recording them; a link that
+// leads nowhere (missing target, loop) is reported, not followed, and
+// resolution is bounded (host::Host::resolve). fix() removes only at the
+// real path, after checking it is still the entry torch tests and that no
+// link on the way was planted by another user.
 #include "jit/jit.h"
 
 #include <algorithm>
@@ -62,6 +70,9 @@ void add_extension(const host::Host& host, const std::string& dir, const BuildRo
   e.root = root.path;
   e.root_kind = root.kind;
   e.tag = std::move(tag);
+  host::PathResolution real = host.resolve(dir);
+  e.real_path = real.end == host::PathResolution::End::Found ? real.path : dir;
+  e.links = std::move(real.links);
   e.has_build_ninja =
       host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
   const std::string module = host::join_path(dir, e.name + ".so");
@@ -71,7 +82,10 @@ void add_extension(const host::Host& host, const std::string& dir, const BuildRo
   if (st.kind != host::FileKind::Missing && st.kind != host::FileKind::Error) {
     LockState l;
     l.path = lock;
+    l.real_path = host::join_path(e.real_path, "lock");
     l.symlink = st.symlink;
+    l.id = st.id;
+    l.uid = st.uid;
     const i64 now = static_cast<i64>(std::time(nullptr));
     if (st.mtime > 0 && now >= st.mtime) l.age_seconds = now - st.mtime;
     if (std::optional<std::string> fs = hostfacts::filesystem_of(host, lock)) {
@@ -83,11 +97,39 @@ void add_extension(const host::Host& host, const std::string& dir, const BuildRo
   out.push_back(std::move(e));
 }
 
+// What an entry of a build root is, following a symbolic link as torch
+// does: a directory (the link's target), a link leading nowhere (filled
+// into *broken), or anything else.
+enum class EntryKind { Directory, BrokenLink, Other };
+EntryKind follow_entry(const host::Host& host, const std::string& path, BrokenLink* broken) {
+  host::FileStat st = host.lstat(path);
+  if (!st.symlink)
+    return st.kind == host::FileKind::Directory ? EntryKind::Directory : EntryKind::Other;
+  host::PathResolution r = host.resolve(path);
+  if (r.end == host::PathResolution::End::Found)
+    return host.stat(r.path).kind == host::FileKind::Directory ? EntryKind::Directory
+                                                               : EntryKind::Other;
+  if (r.end == host::PathResolution::End::Error) return EntryKind::Other;
+  broken->path = path;
+  broken->loop = r.end == host::PathResolution::End::Loop;
+  if (!broken->loop && !r.links.empty()) {
+    const host::SymlinkStep& last = r.links.back();
+    broken->target = host::normalize_path(
+        last.target.starts_with('/') ? last.target
+                                     : host::join_path(host::dir_name(last.path), last.target));
+    broken->missing = r.path;
+  }
+  broken->links = std::move(r.links);
+  return EntryKind::BrokenLink;
+}
+
 // A directory that is itself a build directory (a lock or build.ninja in it).
 bool looks_like_build_dir(const host::Host& host, const std::string& dir) {
   return host.lstat(host::join_path(dir, "lock")).kind != host::FileKind::Missing ||
          host.stat(host::join_path(dir, "build.ninja")).kind == host::FileKind::Regular;
 }
+
+const char* const kCacheKind = "torch_extensions cache";
 
 bool looks_like_tag(const std::string& name) {
   return name.size() > 3 && name.starts_with("py") &&
@@ -95,54 +137,82 @@ bool looks_like_tag(const std::string& name) {
 }
 
 // The extensions of one root: `flat` roots hold build directories directly;
-// the cache holds a tag level first.
-void scan_root(const host::Host& host, const BuildRoot& root, std::vector<Extension>& out) {
+// the cache holds a tag level first. Linked directories are followed (torch
+// follows them); the depth is fixed, so a link back up cannot recurse.
+void scan_root(const host::Host& host, const BuildRoot& root, JitReport& r) {
   if (looks_like_build_dir(host, root.path)) {
-    add_extension(host, root.path, root, std::nullopt, out);
+    add_extension(host, root.path, root, std::nullopt, r.extensions);
     return;
   }
   std::optional<std::vector<std::string>> entries = host.list_dir(root.path);
   if (!entries) return;
   std::sort(entries->begin(), entries->end());
+  auto broken_link = [&](BrokenLink b, const std::string& what, const std::string& name) {
+    b.what = what;
+    b.name = name;
+    b.root_kind = root.kind;
+    r.broken_links.push_back(std::move(b));
+  };
   for (const std::string& name : *entries) {
     const std::string dir = host::join_path(root.path, name);
-    if (host.lstat(dir).symlink || !is_dir(host, dir)) continue;  // never into a linked directory
-    if (looks_like_tag(name) && !looks_like_build_dir(host, dir)) {
+    const bool tag = looks_like_tag(name);
+    BrokenLink broken;
+    EntryKind kind = follow_entry(host, dir, &broken);
+    if (kind == EntryKind::BrokenLink)
+      broken_link(std::move(broken),
+                  tag && root.kind == kCacheKind ? "tag directory" : "build directory", name);
+    if (kind != EntryKind::Directory) continue;
+    if (tag && !looks_like_build_dir(host, dir)) {
       std::optional<std::vector<std::string>> inner = host.list_dir(dir);
       if (!inner) continue;
       std::sort(inner->begin(), inner->end());
       for (const std::string& ext : *inner) {
         const std::string edir = host::join_path(dir, ext);
-        if (!host.lstat(edir).symlink && is_dir(host, edir))
-          add_extension(host, edir, root, name, out);
+        BrokenLink b;
+        EntryKind k = follow_entry(host, edir, &b);
+        if (k == EntryKind::BrokenLink) broken_link(std::move(b), "build directory", ext);
+        if (k == EntryKind::Directory) add_extension(host, edir, root, name, r.extensions);
       }
     } else {
-      add_extension(host, dir, root, std::nullopt, out);
+      add_extension(host, dir, root, std::nullopt, r.extensions);
     }
   }
 }
 
-std::vector<BuildRoot> find_roots(const host::Host& host, const JitOptions& o) {
-  std::vector<BuildRoot> roots;
-  auto add = [&](const std::string& p, const std::string& kind) {
-    if (p.empty() || !is_dir(host, p)) return;
-    for (const BuildRoot& r : roots)
-      if (r.path == p) return;
-    roots.push_back({p, kind});
+void find_roots(const host::Host& host, const JitOptions& o, JitReport& r) {
+  // `report_dangling`: torch fails under a root that leads nowhere, except
+  // the default cache, which it resolves with os.path.realpath and creates.
+  auto add = [&](std::string p, const std::string& kind, bool report_dangling) {
+    if (p.empty()) return;
+    if (p[0] != '/' && !o.cwd.empty()) p = host::join_path(o.cwd, p);
+    BrokenLink broken;
+    EntryKind k = follow_entry(host, p, &broken);
+    if (k == EntryKind::BrokenLink && (report_dangling || broken.loop)) {
+      broken.what = "root";
+      broken.root_kind = kind;
+      for (const BrokenLink& b : r.broken_links)
+        if (b.path == broken.path) return;
+      r.broken_links.push_back(std::move(broken));
+    }
+    if (k != EntryKind::Directory) return;
+    const std::string real = host.real_path(p).value_or(p);
+    // One directory scanned once, under the first name it was reached by.
+    for (const BuildRoot& b : r.roots)
+      if (b.path == p || b.real_path == real) return;
+    r.roots.push_back({p, kind, real});
   };
-  for (const std::string& p : o.paths) add(p, "--path");
+  for (const std::string& p : o.paths) add(p, "--path", true);
   if (std::optional<std::string> d = host.getenv("TORCH_EXTENSIONS_DIR"))
-    add(*d, "TORCH_EXTENSIONS_DIR");
+    add(*d, "TORCH_EXTENSIONS_DIR", true);
   // torch._appdirs.user_cache_dir: $XDG_CACHE_HOME, else ~/.cache.
   std::optional<std::string> cache = host.getenv("XDG_CACHE_HOME");
   if (!cache || cache->empty() || (*cache)[0] != '/') {
     if (std::optional<std::string> home = host.getenv("HOME"))
       cache = host::join_path(*home, ".cache");
   }
-  if (cache) add(host::join_path(*cache, "torch_extensions"), "torch_extensions cache");
+  if (cache) add(host::join_path(*cache, "torch_extensions"), kCacheKind, false);
   if (!o.cwd.empty())
-    add(host::join_path(o.cwd, "megatron/fused_kernels/build"), "megatron fused_kernels");
-  return roots;
+    add(host::join_path(o.cwd, "megatron/fused_kernels/build"), "megatron fused_kernels", true);
 }
 
 // Who has each lock open: one pass over /proc/<pid>/fd.
@@ -152,8 +222,9 @@ void find_holders(const host::Host& host, std::vector<Extension>& exts, u32* sca
     if (!e.lock || e.lock->symlink) continue;
     by_path[e.lock->path] = &*e.lock;
     // /proc/<pid>/fd links name the file by its real path: a symlinked
-    // directory on the way ($HOME, ~/.cache) makes it differ.
-    if (std::optional<std::string> real = host.real_path(e.lock->path)) by_path[*real] = &*e.lock;
+    // directory on the way ($HOME, ~/.cache, the build directory) makes it
+    // differ.
+    by_path[e.lock->real_path] = &*e.lock;
   }
   if (by_path.empty()) return;
   std::optional<std::vector<std::string>> procs = host.list_dir("/proc");
@@ -425,8 +496,8 @@ std::optional<std::vector<CudaArch>> parse_cuda_arch_list(std::string_view text)
 
 JitReport scan_locks(const host::Host& host, const JitOptions& options) {
   JitReport r;
-  r.roots = find_roots(host, options);
-  for (const BuildRoot& root : r.roots) scan_root(host, root, r.extensions);
+  find_roots(host, options, r);
+  for (const BuildRoot& root : r.roots) scan_root(host, root, r);
   find_holders(host, r.extensions, &r.processes_scanned);
   return r;
 }
@@ -443,8 +514,74 @@ JitReport scan(const host::Host& host, const JitOptions& options) {
   return r;
 }
 
+namespace {
+
+std::string uid_text(u32 uid) { return "uid " + std::to_string(uid); }
+
+// Where fix() may remove inside the build directory of `e`: its real path,
+// when every symbolic link followed to reach it is root's or the directory
+// owner's (the kernel's fs.protected_symlinks trusts a link in a shared
+// directory on the same terms): a link another user planted never steers a
+// removal, even for root. nullopt with *why set otherwise.
+std::optional<std::string> trusted_build_dir(const host::Host& host, const Extension& e,
+                                             host::FileStat* dir, std::string* why) {
+  host::PathResolution r = host.resolve(e.path);
+  if (r.end != host::PathResolution::End::Found) {
+    *why = "its build directory " + e.path + " no longer leads to a directory";
+    return std::nullopt;
+  }
+  *dir = host.lstat(r.path);
+  if (dir->kind != host::FileKind::Directory) {
+    *why = r.path + " is no longer a directory";
+    return std::nullopt;
+  }
+  if (r.path != e.real_path) {
+    *why = "its build directory now leads to " + r.path + ", not to " + e.real_path +
+           " where the scan found it";
+    return std::nullopt;
+  }
+  for (const host::SymlinkStep& link : r.links)
+    if (link.uid != 0 && link.uid != dir->uid) {
+      *why = "reached through the symbolic link " + link.path + " → " + link.target + " of " +
+             uid_text(link.uid) + ", neither root nor the build directory's owner (" +
+             uid_text(dir->uid) + "); not followed to remove anything";
+      return std::nullopt;
+    }
+  return r.path;
+}
+
+// Whether the stale lock of `e` may be removed now: the entry torch tests,
+// <build dir's real path>/lock, must be the one the scan saw (same
+// identity: a regular file, or a symbolic link, which is removed, never its
+// target), owned by the build directory's owner, reached through trusted
+// links only. The reason to keep it, or nullopt with *entry and *id set.
+std::optional<std::string> lock_removal_refused(const host::Host& host, const Extension& e,
+                                                std::string* entry, host::FileId* id) {
+  const LockState& l = *e.lock;
+  std::string why;
+  host::FileStat dir;
+  std::optional<std::string> real_dir = trusted_build_dir(host, e, &dir, &why);
+  if (!real_dir) return why;
+  *entry = host::join_path(*real_dir, "lock");
+  host::FileStat st = host.lstat(*entry);
+  if (st.kind == host::FileKind::Missing) return "gone since the scan";
+  if (!(st.id == l.id)) return "replaced by another file since the scan";
+  if (!st.symlink && st.kind != host::FileKind::Regular)
+    return "not a regular file (torch's lock is one)";
+  if (st.uid != dir.uid)
+    return "owned by " + uid_text(st.uid) + ", its build directory " + *real_dir + " by " +
+           uid_text(dir.uid) + ": not left by that user's build; check and rm it yourself";
+  *id = st.id;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run) {
   std::vector<FixAction> actions;
+  // Real paths already acted on: two names of one build directory (links)
+  // are one lock.
+  std::map<std::string, size_t> acted;
   for (const Extension& e : report.extensions) {
     if (!e.lock) continue;
     const LockState& l = *e.lock;
@@ -461,51 +598,74 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
     } else if (!l.holders_complete) {
       a.action = "keep";
       a.reason = "some processes' open files could not be read (run as root to check them all)";
+    } else if (auto it = acted.find(l.real_path); it != acted.end()) {
+      const FixAction& first = actions[it->second];
+      a.action = first.action;
+      a.real_path = first.real_path;
+      a.done = first.done;
+      a.reason = "the same file as " + first.path;
     } else {
       // Check again right before removing: a build may have started.
       std::vector<Extension> again = {e};
       u32 scanned = 0;
       find_holders(host, again, &scanned);
       const LockState& now = *again.front().lock;
+      std::string entry;
+      host::FileId id;
       if (!now.holders.empty() || !now.holders_complete) {
         a.action = "keep";
         a.reason = now.holders.empty() ? "a process's open files could not be read"
                                        : "held by pid " + std::to_string(now.holders.front().pid) +
                                              " since the scan";
+      } else if (std::optional<std::string> why = lock_removal_refused(host, e, &entry, &id)) {
+        a.action = "keep";
+        a.reason = *why;
       } else {
         a.action = "remove";
+        a.real_path = entry;
         a.reason = "stale: no process holds it";
         if (!dry_run) {
           std::string error;
-          a.done = host.remove_file(l.path, &error);
+          a.done = host.remove_file(entry, &error, &id);
           if (!a.done) a.reason = error;
         }
       }
+      acted[l.real_path] = actions.size();
     }
     actions.push_back(std::move(a));
   }
   // Stale builds (a module the installed torch cannot satisfy): remove the module and its objects
   // so the next load() compiles everything again; ninja would otherwise relink the old objects into
   // the same undefined symbols. Sources and build.ninja stay. Not while a build of that extension
-  // holds its lock.
+  // holds its lock; at the build directory's real path, through trusted links only.
+  std::set<std::string> cleaned;
   for (const Extension& e : report.extensions) {
     if (e.missing_symbols.empty() && e.missing_libraries.empty()) continue;
     if (e.lock && !e.lock->holders.empty()) {
-      actions.push_back({"keep", e.path, false, "a build in progress holds its lock"});
+      actions.push_back({"keep", e.path, "", false, "a build in progress holds its lock"});
       continue;
     }
-    std::optional<std::vector<std::string>> entries = host.list_dir(e.path);
+    std::string why;
+    host::FileStat dir_stat;
+    std::optional<std::string> dir = trusted_build_dir(host, e, &dir_stat, &why);
+    if (!dir) {
+      actions.push_back({"keep", e.path, "", false, why});
+      continue;
+    }
+    if (!cleaned.insert(*dir).second) continue;
+    std::optional<std::vector<std::string>> entries = host.list_dir(*dir);
     if (!entries) continue;
     for (const std::string& name : *entries) {
       if (!(name.ends_with(".so") || name.ends_with(".o") || name == ".ninja_deps" ||
             name == ".ninja_log"))
         continue;
-      const std::string path = host::join_path(e.path, name);
-      if (host.lstat(path).kind == host::FileKind::Directory) continue;
-      FixAction a{"remove", path, false, "stale build output (JIT004)"};
+      const std::string real = host::join_path(*dir, name);
+      if (host.lstat(real).kind == host::FileKind::Directory) continue;
+      FixAction a{"remove", host::join_path(e.path, name), real, false,
+                  "stale build output (JIT004)"};
       if (!dry_run) {
         std::string error;
-        a.done = host.remove_file(path, &error);
+        a.done = host.remove_file(real, &error);
         if (!a.done) a.reason = error;
       }
       actions.push_back(std::move(a));

@@ -33,8 +33,11 @@ struct LockHolder {
 };
 
 struct LockState {
-  std::string path;
-  bool symlink = false;  // the lock entry is itself a symbolic link
+  std::string path;       // as found: <build dir>/lock, links and all
+  std::string real_path;  // the entry torch's os.path.exists(lock) tests, links resolved
+  bool symlink = false;   // the lock entry is itself a symbolic link
+  host::FileId id;        // the entry's identity and owner when scanned (lstat)
+  u32 uid = 0;
   std::optional<i64> age_seconds;
   std::vector<LockHolder> holders;
   // Every live process's descriptors could be read (false when running
@@ -53,7 +56,12 @@ LockStatus lock_status(const LockState& lock);
 
 struct Extension {
   std::string name;
-  std::string path;                // the build directory
+  std::string path;       // the build directory
+  std::string real_path;  // the same, every symbolic link on the way resolved
+  // The links followed from "/" to the build directory (a linked build
+  // directory, tag level or root, or any directory above): torch follows
+  // them all, and so does the scan; empty when path is real_path.
+  std::vector<host::SymlinkStep> links;
   std::string root;                // the build root it was found under
   std::string root_kind;           // "TORCH_EXTENSIONS_DIR", "torch_extensions cache", ...
   std::optional<std::string> tag;  // "py311_cpu" for the tagged cache layout
@@ -120,12 +128,30 @@ struct GpuArch {
 struct BuildRoot {
   std::string path;
   std::string kind;
+  std::string real_path;  // path with its links resolved
+};
+
+// A build directory, tag level or root that is a symbolic link leading
+// nowhere: its target (or a directory on the way) missing, or a loop. torch
+// does not wait on it: its os.makedirs fails at once (FileExistsError on a
+// linked build directory; FileNotFoundError, or ELOOP for a loop, under a
+// linked root or tag level). The scan reports it and goes no further.
+struct BrokenLink {
+  std::string path;                      // the link, as the layout names it
+  std::string what;                      // "build directory", "tag directory", "root"
+  std::string name;                      // the extension (build directory) or the tag
+  std::string root_kind;                 // "TORCH_EXTENSIONS_DIR", "torch_extensions cache", ...
+  bool loop = false;                     // a loop; else `missing` does not exist
+  std::string target;                    // not a loop: where the last link leads, absolute
+  std::string missing;                   // the first directory of `target` that does not exist
+  std::vector<host::SymlinkStep> links;  // the links followed, in order
 };
 
 // What scan() found: plain facts, no judgement.
 struct JitReport {
   std::vector<BuildRoot> roots;  // the roots that exist
   std::vector<Extension> extensions;
+  std::vector<BrokenLink> broken_links;
   Toolchain toolchain;
   u32 processes_scanned = 0;
   // The torch the next build is for (from JitOptions): absent, nothing is
@@ -159,17 +185,23 @@ JitReport scan_locks(const host::Host& host, const JitOptions& options);
 
 struct FixAction {
   std::string action;  // "remove" or "keep"
-  std::string path;
+  std::string path;    // as the scan found it
+  // What was (or would be) removed: `path` with its links resolved, the
+  // only path handed to host::Host::remove_file. Empty for "keep".
+  std::string real_path;
   bool done = false;
   std::string reason;
 };
 
 // Removes each stale lock (LockStatus::Stale) after checking once more that
 // no process holds it; keeps held locks, locks on network filesystems and
-// locks whose holders could not all be checked, saying why. Removes the
-// outputs of each stale build (a module with missing symbols or libraries:
-// its .so, .o, .ninja_deps, .ninja_log; never a directory, never through a
-// symlink) unless a build holds its lock.
+// locks whose holders could not all be checked, saying why. A lock reached
+// through symbolic links is removed at its real path, and only when that is
+// the entry torch waits on and everything on the way belongs to the build
+// directory's owner (see lock_removal_check in jit.cc); the links stay.
+// Removes the outputs of each stale build (a module with missing symbols or
+// libraries: its .so, .o, .ninja_deps, .ninja_log; never a directory, never
+// through a symlink) unless a build holds its lock.
 // `dry_run`: decide only.
 std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool dry_run);
 

@@ -32,137 +32,24 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
-from mldtest import MLDOCTOR, check, check_eq, check_in, fail, finish, scratch  # noqa: E402
-from scenarios import PY, finding_text, findings, run_python, scenario_env, skip_unless, summary  # noqa: E402
+from mldtest import MLDOCTOR, check, check_eq, check_in, fail, finish  # noqa: E402
+from scenarios import PY, finding_text, findings, skip_unless, summary  # noqa: E402
+from torch_load import (BUILD_TIMEOUT, HANG_TIMEOUT, cleanup, have_headers, kill_group, make_env,  # noqa: E402
+                        read, spawn, start_load, tmpdir, wait_for_text, wait_load)
 
 skip_unless("torch", tools=("ninja", "c++"))
+HAVE_HEADERS = have_headers()
 
-# Debian's python3-torch ships torch/include/* as symlinks into /usr/include,
-# which only libtorch-dev fills (and torch/extension.h needs pybind11-dev).
-# Without them the load after the fix still gets past the lock (the point
-# here) but fails to compile: the compile result is then not asserted. The
-# probe preprocesses torch/extension.h with torch's own include paths.
-PROBE = r"""
-import os, subprocess, sys, sysconfig, torch.utils.cpp_extension as ce
-inc = ["-isystem" + d for d in ce.include_paths()] + ["-isystem" + sysconfig.get_paths()["include"]]
-p = subprocess.run(["c++", "-E", "-xc++", "-", "-o", os.devnull] + inc,
-                   input=b"#include <torch/extension.h>\n", capture_output=True)
-sys.stderr.write(p.stderr.decode(errors="replace")[-300:])
-sys.exit(p.returncode)
-"""
-_probe = run_python(PROBE, scenario_env())
-HAVE_HEADERS = _probe.returncode == 0
-if not HAVE_HEADERS:
-    print("note: cannot preprocess torch/extension.h (Debian: libtorch-dev, pybind11-dev):\n"
-          + _probe.stderr.strip())
-
-HANG_TIMEOUT = 15      # seconds a waiter on a stale lock is given before we call it hung
-BUILD_TIMEOUT = 400    # a real build of the tiny extension (~20-40 s on 2 cores)
-
-# ---------------------------------------------------------------- cleanup
-
-_children = []   # Popen objects, each the leader of its own process group
-_dirs = []
-
-
-def _cleanup():
-    for p in _children:
-        kill_group(p)
-    for d in _dirs:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-atexit.register(_cleanup)
+atexit.register(cleanup)
 # ctest's timeout and ^C end the test with a signal: clean up then too.
 for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
-
-
-def tmpdir():
-    d = scratch()
-    _dirs.append(d)
-    return d
-
-
-def kill_group(p):
-    """SIGKILLs the whole process group of P (P was started in its own session)."""
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def make_env(ext_root, home):
-    env = scenario_env(TORCH_EXTENSIONS_DIR=ext_root, HOME=home, PYTHONUNBUFFERED=1)
-    env.pop("XDG_CACHE_HOME", None)
-    return env
-
-
-# ---------------------------------------------------------------- real half
-
-# Every child also bounds its own life (SIGALRM's default action ends it), so
-# none outlives a test that was SIGKILLed before its cleanup could run.
-LOAD = r"""
-import signal; signal.alarm(%d)
-import torch.utils.cpp_extension as ce
-src = '''
-int f() { return 42; }
-'''
-m = ce.load_inline(name=%r, cpp_sources=src, functions=["f"], verbose=True)
-print("RESULT", m.f(), flush=True)
-"""
-
-
-def start_load(name, env, cwd):
-    """Starts load_inline(NAME) in its own process group; output (stdout and
-    stderr merged) goes to a file. Returns (Popen, output path, start time)."""
-    out = os.path.join(cwd, "load-%s-%d.log" % (name, len(_children)))
-    with open(out, "wb") as f:
-        p = subprocess.Popen([PY, "-c", LOAD % (BUILD_TIMEOUT + 60, name)], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                             stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    _children.append(p)
-    return p, out, time.monotonic()
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "replace")
-
-
-def wait_load(p, out, t0, timeout):
-    """Waits up to TIMEOUT s for a load started by start_load; on timeout kills
-    its whole process group. Returns (timed_out, returncode, output, seconds)."""
-    try:
-        p.wait(timeout=max(0.0, timeout - (time.monotonic() - t0)))
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(p)
-    return timed_out, p.returncode, read(out), time.monotonic() - t0
-
-
-def wait_for_text(p, out, text, timeout):
-    """Polls OUT until TEXT appears or P exits; returns whether TEXT appeared."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if text in read(out):
-            return True
-        if p.poll() is not None:
-            return text in read(out)
-        time.sleep(0.05)
-    return False
 
 
 HOLDER = r"""
@@ -176,9 +63,7 @@ time.sleep(600)
 
 def start_holder(lock, env):
     """A live process holding LOCK open, created the way torch creates it."""
-    p = subprocess.Popen([PY, "-c", HOLDER, lock], env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    _children.append(p)
+    p = spawn([PY, "-c", HOLDER, lock], env, stdout=subprocess.PIPE, text=True)
     ready, _, _ = select.select([p.stdout], [], [], 30)
     line = p.stdout.readline() if ready else ""
     check(line.startswith("ready"), "lock holder did not start (got %r)" % line)

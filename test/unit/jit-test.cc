@@ -2,14 +2,19 @@
 // rooted host: the cache's tag level, TORCH_EXTENSIONS_DIR's flat layout and
 // Megatron's single build directory; lock holders from a fake /proc whose
 // fd links name the lock; a network filesystem from the mount table; the
-// toolchain from a fake CUDA toolkit's headers; and --fix's removals, which
-// must never follow a symlink.
+// toolchain from a fake CUDA toolkit's headers; caches linked to scratch
+// storage, followed for diagnosis, with links that dangle or loop reported;
+// and --fix's removals, which go only to a checked real path and never to a
+// link's target.
 #include "jit/jit.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <string>
 
 #include "detect/detect.h"
@@ -173,30 +178,256 @@ TEST(JitFix, RemovesOnlyTheStaleLockAndSaysWhyOthersStay) {
   EXPECT_EQ(access((t.root() + "/job/megatron/fused_kernels/build/lock").c_str(), F_OK), 0);
 }
 
-TEST(JitFix, NeverFollowsASymlink) {
+TEST(JitFix, NeverRemovesALinksTarget) {
   Tree t;
   t.file("/outside/victim", "keep me");
   // A lock that is a link to a file outside the build root: the link goes,
   // the file it names stays.
   t.link("/ext/x4/lock", "/outside/victim");
-  // A build directory reached through a linked directory is not entered.
-  t.file("/outside/dir/lock");
-  t.link("/ext/x5", "/outside/dir");
   jit::JitReport r = jit::scan(t.host(), {});
-  EXPECT_FALSE(find(r, "x5"));
   const jit::Extension* x4 = find(r, "x4");
   ASSERT_TRUE(x4 && x4->lock);
   EXPECT_TRUE(x4->lock->symlink);
   jit::fix(t.host(), r, false);
   EXPECT_EQ(mld::test::read_file(t.root() + "/outside/victim"), "keep me");
-  EXPECT_EQ(mld::test::read_file(t.root() + "/outside/dir/lock"), "");
-  EXPECT_EQ(access((t.root() + "/outside/dir/lock").c_str(), F_OK), 0);
+  struct stat st;
+  EXPECT_NE(lstat((t.root() + "/ext/x4/lock").c_str(), &st), 0) << "the link itself is removed";
 
-  // remove_file itself refuses a path through a linked directory.
+  // remove_file itself refuses a path through a linked directory, and a
+  // file replaced since the caller checked it.
+  t.file("/outside/dir/lock");
+  t.link("/ext/x5", "/outside/dir");
   std::string error;
   EXPECT_FALSE(t.host().remove_file("/ext/x5/lock", &error));
   EXPECT_NE(error.find("symbolic links"), std::string::npos) << error;
   EXPECT_EQ(access((t.root() + "/outside/dir/lock").c_str(), F_OK), 0);
+  const host::FileId other = t.host().lstat("/outside/victim").id;
+  EXPECT_FALSE(t.host().remove_file("/outside/dir/lock", &error, &other));
+  EXPECT_NE(error.find("Stale"), std::string::npos) << error;
+  EXPECT_EQ(access((t.root() + "/outside/dir/lock").c_str(), F_OK), 0);
+}
+
+// Host::resolve: every link followed, in order; where a path ends when it
+// leads nowhere; a loop ends the walk.
+TEST(HostResolve, LinksMissingAndLoops) {
+  Tree t;
+  t.file("/scratch/u/te/x/lock");
+  t.link("/home/v/.cache/torch_extensions", "/scratch/u/te");
+  t.link("/scratch/u/te/y", "x");
+  host::PathResolution r = t.host().resolve("/home/v/.cache/torch_extensions/y/lock");
+  EXPECT_EQ(r.end, host::PathResolution::End::Found);
+  EXPECT_EQ(r.path, "/scratch/u/te/x/lock");
+  ASSERT_EQ(r.links.size(), 2u);
+  EXPECT_EQ(r.links[0].path, "/home/v/.cache/torch_extensions");
+  EXPECT_EQ(r.links[0].target, "/scratch/u/te");
+  EXPECT_EQ(r.links[1].path, "/scratch/u/te/y");
+  EXPECT_EQ(r.links[1].target, "x");
+
+  t.link("/ext/gone", "/nowhere/at/all");
+  r = t.host().resolve("/ext/gone/lock");
+  EXPECT_EQ(r.end, host::PathResolution::End::Missing);
+  EXPECT_EQ(r.path, "/nowhere");
+  ASSERT_EQ(r.links.size(), 1u);
+
+  t.link("/ext/la", "lb");
+  t.link("/ext/lb", "la");
+  r = t.host().resolve("/ext/la");
+  EXPECT_EQ(r.end, host::PathResolution::End::Loop);
+  EXPECT_EQ(r.links.size(), 41u);
+  EXPECT_FALSE(t.host().real_path("/ext/la"));
+}
+
+// Caches linked to scratch storage (issue 31, item 3): a linked build
+// directory, tag level and cache root are followed; the stale lock behind
+// each is reported with its real path and removed there, the links and
+// directories stay.
+TEST(JitLinks, LinkedBuildDirTagAndRootAreDiagnosedAndFixedAtTheRealPath) {
+  Tree t;
+  t.file("/scratch/x5/lock");
+  t.file("/scratch/x5/build.ninja", "rule cxx\n");
+  t.link("/ext/x5", "/scratch/x5");
+  t.file("/scratch/tag/y/lock");
+  t.link("/home/u/.cache/torch_extensions/py310_cpu", "/scratch/tag");
+  host::Host h = t.host();
+  jit::JitReport r = jit::scan(h, {});
+
+  const jit::Extension* x5 = find(r, "x5");
+  ASSERT_TRUE(x5 && x5->lock);
+  EXPECT_EQ(x5->path, "/ext/x5");
+  EXPECT_EQ(x5->real_path, "/scratch/x5");
+  ASSERT_EQ(x5->links.size(), 1u);
+  EXPECT_EQ(x5->links[0].path, "/ext/x5");
+  EXPECT_EQ(x5->lock->real_path, "/scratch/x5/lock");
+  const jit::Extension* y = find(r, "y");
+  ASSERT_TRUE(y && y->lock);
+  EXPECT_EQ(y->tag, "py310_cpu");
+  EXPECT_EQ(y->lock->real_path, "/scratch/tag/y/lock");
+
+  detect::Facts facts;
+  facts.jit = &r;
+  std::vector<Finding> fs = detect::findings(detect::run_detectors(facts), rules::RuleSet());
+  const Finding* stale = nullptr;
+  for (const Finding& f : fs)
+    if (f.rule == "JIT001" && f.subject == "/ext/x5/lock") stale = &f;
+  ASSERT_TRUE(stale);
+  EXPECT_NE(stale->message.find("(really /scratch/x5/lock)"), std::string::npos) << stale->message;
+  bool names_link = false;
+  for (const Evidence& e : stale->evidence)
+    names_link |= e.text.find("/ext/x5 → /scratch/x5") != std::string::npos;
+  EXPECT_TRUE(names_link);
+  EXPECT_NE(stale->fix.find("rm /scratch/x5/lock"), std::string::npos) << stale->fix;
+
+  for (const jit::FixAction& a : jit::fix(h, r, /*dry_run=*/true)) {
+    if (a.path == "/ext/x5/lock") EXPECT_EQ(a.real_path, "/scratch/x5/lock");
+  }
+  EXPECT_EQ(access((t.root() + "/scratch/x5/lock").c_str(), F_OK), 0)
+      << "a dry run removes nothing";
+  std::vector<jit::FixAction> done = jit::fix(h, r, false);
+  size_t removed = 0;
+  for (const jit::FixAction& a : done)
+    if (a.path == "/ext/x5/lock" || a.path == "/home/u/.cache/torch_extensions/py310_cpu/y/lock") {
+      EXPECT_EQ(a.action, "remove") << a.path << ": " << a.reason;
+      EXPECT_TRUE(a.done) << a.reason;
+      removed++;
+    }
+  EXPECT_EQ(removed, 2u);
+  EXPECT_NE(access((t.root() + "/scratch/x5/lock").c_str(), F_OK), 0);
+  EXPECT_NE(access((t.root() + "/scratch/tag/y/lock").c_str(), F_OK), 0);
+  struct stat st;
+  ASSERT_EQ(lstat((t.root() + "/ext/x5").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link stays";
+  EXPECT_EQ(access((t.root() + "/scratch/x5/build.ninja").c_str(), F_OK), 0);
+}
+
+TEST(JitLinks, ACacheRootLinkAndTwoNamesOfOneDirectory) {
+  Tree t;
+  t.file("/scratch/te/py311_cpu/z/lock");
+  // A home whose cache is linked, and a second name for z.
+  host::Host h(t.root(), {{"HOME", "/home/v"}, {"PATH", "/usr/bin"}});
+  t.link("/home/v/.cache/torch_extensions", "/scratch/te");
+  t.link("/scratch/te/py311_cpu/z2", "z");
+  jit::JitReport r = jit::scan(h, {});
+  ASSERT_EQ(r.roots.size(), 1u);
+  EXPECT_EQ(r.roots[0].path, "/home/v/.cache/torch_extensions");
+  EXPECT_EQ(r.roots[0].real_path, "/scratch/te");
+  const jit::Extension* z = find(r, "z");
+  ASSERT_TRUE(z && z->lock);
+  EXPECT_EQ(z->lock->real_path, "/scratch/te/py311_cpu/z/lock");
+  ASSERT_TRUE(find(r, "z2"));
+  std::vector<jit::FixAction> done = jit::fix(h, r, false);
+  ASSERT_EQ(done.size(), 2u);
+  for (const jit::FixAction& a : done) {
+    EXPECT_EQ(a.action, "remove");
+    EXPECT_TRUE(a.done) << a.reason;  // the second name: removed with the first, not again
+    EXPECT_EQ(a.real_path, "/scratch/te/py311_cpu/z/lock");
+  }
+  EXPECT_NE(done[1].reason.find("the same file as"), std::string::npos) << done[1].reason;
+
+  // The same directory named by TORCH_EXTENSIONS_DIR too is scanned once.
+  h.setenv("TORCH_EXTENSIONS_DIR", "/scratch/te");
+  r = jit::scan(h, {});
+  ASSERT_EQ(r.roots.size(), 1u);
+  EXPECT_EQ(r.roots[0].kind, "TORCH_EXTENSIONS_DIR");
+}
+
+// Links that dangle or loop: reported (JIT009), never followed forever,
+// never removed by --fix.
+TEST(JitLinks, DanglingAndLoopingLinksAreReportedNotFollowed) {
+  Tree t;
+  make_dirs(t.root() + "/scratch");  // scratch storage, purged
+  t.link("/ext/gone", "/scratch/purged/gone");
+  t.link("/ext/la", "lb");
+  t.link("/ext/lb", "la");
+  t.link("/home/u/.cache/torch_extensions/py311_cu121", "/scratch/purged/tag");
+  jit::JitReport r = jit::scan(t.host(), {});
+  EXPECT_FALSE(find(r, "gone"));
+  EXPECT_FALSE(find(r, "la"));
+  std::vector<std::string> broken;
+  for (const jit::BrokenLink& b : r.broken_links)
+    broken.push_back(b.path + " " + b.what + (b.loop ? " loop" : " missing " + b.missing));
+  std::sort(broken.begin(), broken.end());
+  EXPECT_EQ(broken, (std::vector<std::string>{
+                        "/ext/gone build directory missing /scratch/purged",
+                        "/ext/la build directory loop",
+                        "/ext/lb build directory loop",
+                        "/home/u/.cache/torch_extensions/py311_cu121 tag directory missing "
+                        "/scratch/purged",
+                    }));
+  detect::Facts facts;
+  facts.jit = &r;
+  std::vector<std::string> messages;
+  for (const Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+    if (f.rule == "JIT009") messages.push_back(f.message);
+  ASSERT_EQ(messages.size(), 4u);
+  std::sort(messages.begin(), messages.end());
+  EXPECT_EQ(messages[0],
+            "build directory /ext/gone (TORCH_EXTENSIONS_DIR) is a symbolic link to "
+            "/scratch/purged/gone (/scratch/purged does not exist): load() of gone fails at once "
+            "with FileExistsError (torch's os.makedirs on the link)");
+  EXPECT_EQ(messages[1],
+            "build directory /ext/la (TORCH_EXTENSIONS_DIR) is a loop of symbolic links: load() "
+            "of la fails at once with FileExistsError (torch's os.makedirs on the link)");
+  EXPECT_NE(messages[3].find("every load() of a py311_cu121 build fails at once with "
+                             "FileNotFoundError"),
+            std::string::npos)
+      << messages[3];
+  jit::fix(t.host(), r, false);
+  struct stat st;
+  for (const char* link : {"/ext/gone", "/ext/la", "/ext/lb"})
+    EXPECT_EQ(lstat((t.root() + link).c_str(), &st), 0) << link << " stays";
+
+  // A dangling TORCH_EXTENSIONS_DIR fails every load; a dangling default
+  // cache does not (torch resolves it with os.path.realpath and creates the
+  // target), a looping one does.
+  t.link("/te-link", "/scratch/none");
+  t.link("/home/w/.cache/torch_extensions", "torch_extensions");
+  host::Host h(t.root(), {{"HOME", "/home/w"}, {"TORCH_EXTENSIONS_DIR", "/te-link"}});
+  r = jit::scan(h, {});
+  ASSERT_EQ(r.broken_links.size(), 2u);
+  EXPECT_EQ(r.broken_links[0].path, "/te-link");
+  EXPECT_EQ(r.broken_links[0].what, "root");
+  EXPECT_EQ(r.broken_links[1].path, "/home/w/.cache/torch_extensions");
+  EXPECT_TRUE(r.broken_links[1].loop);
+  t.link("/home/x/.cache/torch_extensions", "/scratch/not-yet");
+  EXPECT_TRUE(jit::scan(host::Host(t.root(), {{"HOME", "/home/x"}}), {}).broken_links.empty());
+}
+
+// --fix removes through links only what the build directory's owner's
+// build left, reached through links of root or that owner: a link another
+// user planted (pointing at a root-owned directory's `lock`), a lock of
+// another owner, or a file replaced since the scan stays.
+TEST(JitLinks, FixRefusesLinksOfOtherUsersAndChangedFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  Tree t;
+  t.file("/var/lib/app/lock", "not torch's");
+  t.link("/ext/planted", "/var/lib/app");
+  ASSERT_EQ(lchown((t.root() + "/ext/planted").c_str(), 65534, 65534), 0);
+  t.file("/scratch/mixed/lock");
+  ASSERT_EQ(chown((t.root() + "/scratch/mixed/lock").c_str(), 65534, 65534), 0);
+  t.link("/ext/mixed", "/scratch/mixed");
+  t.file("/scratch/swapped/lock");
+  t.link("/ext/swapped", "/scratch/swapped");
+  host::Host h = t.host();
+  jit::JitReport r = jit::scan(h, {});
+  // Replaced after the scan: same name, another file.
+  // (Written beside it, then renamed over it: the inode cannot be reused.)
+  t.file("/scratch/swapped/lock.new", "new");
+  ASSERT_EQ(rename((t.root() + "/scratch/swapped/lock.new").c_str(),
+                   (t.root() + "/scratch/swapped/lock").c_str()),
+            0);
+  std::map<std::string, std::string> kept;
+  for (const jit::FixAction& a : jit::fix(h, r, false))
+    if (a.action == "keep") kept[a.path] = a.reason;
+  EXPECT_NE(
+      kept["/ext/planted/lock"].find("symbolic link /ext/planted → /var/lib/app of uid 65534"),
+      std::string::npos)
+      << kept["/ext/planted/lock"];
+  EXPECT_NE(kept["/ext/mixed/lock"].find("owned by uid 65534"), std::string::npos)
+      << kept["/ext/mixed/lock"];
+  EXPECT_EQ(kept["/ext/swapped/lock"], "replaced by another file since the scan");
+  EXPECT_EQ(mld::test::read_file(t.root() + "/var/lib/app/lock"), "not torch's");
+  EXPECT_EQ(access((t.root() + "/scratch/mixed/lock").c_str(), F_OK), 0);
+  EXPECT_EQ(mld::test::read_file(t.root() + "/scratch/swapped/lock"), "new");
 }
 
 TEST(JitToolchain, CudaMajorAndGccLimitFromTheToolkitHeaders) {

@@ -74,6 +74,30 @@ TEST(Thr001, RanksBoundByTheLauncherHaveTheirOwnCpus) {
       << f[0].fix;
 }
 
+// More ranks than CPUs: one thread each is the least and still too many.
+// The settings are offered while they lower the count; once every pool runs
+// one thread there is none left to offer (`mldoctor fix` stops printing
+// them), and the fix says what does resolve it.
+TEST(Thr001, MoreRanksThanCpusSaysNoSettingResolvesIt) {
+  std::vector<Finding> f = thr001(node(4, {0, 1}, 4));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].env_fix, (std::vector<std::string>{"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1",
+                                                    "OPENBLAS_NUM_THREADS=1"}));
+  EXPECT_NE(f[0].fix.find("4 ranks on 2 usable CPUs oversubscribe with any thread count: run at "
+                          "most 2 ranks on these CPUs"),
+            std::string::npos)
+      << f[0].fix;
+  hostfacts::Facts one = node(4, {0, 1}, 1);
+  one.env.threads.mkl_num_threads = 1;
+  one.env.threads.openblas_num_threads = 1;
+  f = thr001(one);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].message,
+            "4 rank(s) × 1 threads = 4 busy threads on 2 usable CPUs (affinity): the ranks "
+            "oversubscribe the node");
+  EXPECT_TRUE(f[0].env_fix.empty());
+}
+
 TEST(Thr001, KnownMasksCountTheRanksThatMeetThisOne) {
   // fleet: 4 ranks, two on CPU 0 and two on CPU 1 (this one on 0).
   hostfacts::Facts h = node(4, {0});

@@ -15,7 +15,8 @@ MLD_DETECTOR(JIT001) {
     Detection d = detect::lock_detection(e);
     d.rule = "JIT001";
     d.escalated = !l.holders_complete;
-    d.message = "stale lock " + l.path + ": no process holds it, so every load() of " + e.name +
+    d.message = "stale lock " + l.path + detect::real_lock_text(l) +
+                ": no process holds it, so every load() of " + e.name +
                 " waits on it forever (torch's FileBaton has no timeout)";
     d.evidence.push_back(
         {l.holders_complete
@@ -23,7 +24,8 @@ MLD_DETECTOR(JIT001) {
                    " checked)"
              : "no process visible to this user has it open; others' could not be read",
          "", std::nullopt});
-    d.fix = "rm " + l.path + "   (or: mldoctor jit --fix)";
+    // rm of the real path: the file itself, whatever the links become.
+    d.fix = "rm " + (l.real_path.empty() ? l.path : l.real_path) + "   (or: mldoctor jit --fix)";
     out.push_back(std::move(d));
   }
 }

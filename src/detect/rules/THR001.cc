@@ -129,8 +129,17 @@ MLD_DETECTOR(THR001) {
   f.fix = "give each rank " + n + " thread(s) — " + std::to_string(usable) + " usable CPUs / " +
           std::to_string(ranks) + " rank(s)" + (ranks == node_ranks ? "" : " sharing them") +
           " — for every pool, before Python starts";
-  for (const char* var : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-    f.env_fix.push_back(std::string(var) + "=" + n);
-  if (numba) f.env_fix.push_back("NUMBA_NUM_THREADS=" + n);
+  // More ranks than CPUs: one thread each is the least, and still too many.
+  // No setting resolves that; say what does, and offer settings only where
+  // they still lower the count (`mldoctor fix` then stops printing them).
+  if (ranks > usable)
+    f.fix += "; " + std::to_string(ranks) + " ranks on " + std::to_string(usable) +
+             " usable CPUs oversubscribe with any thread count: run at most " +
+             std::to_string(usable) + " ranks on these CPUs, or give the job more";
+  if (per_process > per_rank) {
+    for (const char* var : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+      f.env_fix.push_back(std::string(var) + "=" + n);
+    if (numba) f.env_fix.push_back("NUMBA_NUM_THREADS=" + n);
+  }
   out.push_back(std::move(f));
 }
