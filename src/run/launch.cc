@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -444,14 +445,19 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     if (o.hang_timeout <= 0 || !r.started) continue;
     const double now = now_seconds();
     if (now - last_tick < 1) continue;
+    const double interval = now - last_tick;
     last_tick = now;
     std::vector<long> pids = process_tree(host, child);
     Progress cur = measure_progress(host, pids, o.trace_dir);
-    // Progress: a few ticks of CPU in the tree (a poll loop uses less), any
-    // byte written, any event traced.
-    const bool moved = cur.cpu_ticks > last.cpu_ticks + 2 ||
-                       cur.bytes_written != last.bytes_written ||
-                       cur.trace_bytes != last.trace_bytes;
+    // Progress: more CPU than idle processes use (a poll loop uses less than
+    // a tick a second; a hung rank's gloo and store threads together about
+    // half of one: 2 ticks a second and one per process of the tree, over
+    // the interval, a few percent of one CPU where a build or a training step
+    // uses a whole one), any byte written, any event traced.
+    const double idle_ticks = (2.0 + static_cast<double>(pids.size())) * std::min(interval, 10.0);
+    const bool moved =
+        static_cast<double>(cur.cpu_ticks) > static_cast<double>(last.cpu_ticks) + idle_ticks ||
+        cur.bytes_written != last.bytes_written || cur.trace_bytes != last.trace_bytes;
     last = cur;
     if (moved) {
       last_progress = now;

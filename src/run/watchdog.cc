@@ -5,7 +5,9 @@
 // written (/proc/<pid>/io wchar: terminal, pipes and files alike) and the
 // size of the trace. A job that polls a lock every 0.1 s (torch's FileBaton,
 // seed 002) uses well under a tick per second and writes nothing, so it
-// counts as idle; a build or a training step does not.
+// counts as idle, and so do ranks hung in a collective whose gloo and store
+// threads wake now and then (up to 2 ticks a second plus one per process:
+// launch.cc); a build or a training step, which keeps a CPU busy, does not.
 //
 // On a hang every thread's state, wchan and current system call, each
 // process's open files, sockets (as addresses, an IPv4-mapped one as IPv4,
