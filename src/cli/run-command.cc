@@ -37,6 +37,24 @@ void print_hang(std::FILE* out, const std::vector<Finding>& findings, const Comm
   std::fflush(out);
 }
 
+// --logs: who kept the job's output open after it exited.
+std::string output_text(const run::LaunchResult& lr) {
+  std::string who;
+  for (const run::LaunchResult::OutputHolder& h : lr.output_holders)
+    who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(h.pid)) +
+           (h.command.empty() ? "" : " (" + h.command + ")");
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.0f s", lr.output_grace);
+  return "still open after the job exited: " +
+         (who.empty()
+              ? std::string("a process mldoctor cannot see (another user's?)")
+              : std::string(lr.output_holders.size() == 1 ? "a daemon the job left running, "
+                                                          : "daemons the job left running, ") +
+                    who + ",") +
+         " kept it open; mldoctor stopped reading " + grace +
+         " after the exit and passes the rest on unread";
+}
+
 }  // namespace
 
 int run_run(const CommonOptions& common, const RunOptions& opts) {
@@ -224,12 +242,21 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
                 {"command", opts.argv},         {"status", status},
                 {"processes", procs},           {"not_traced", lr.not_traced_reasons},
                 {"trace_errors", trace.errors}, {"findings", findings}};
+    if (opts.logs) {
+      json holders = json::array();
+      for (const run::LaunchResult::OutputHolder& h : lr.output_holders)
+        holders.push_back({{"pid", h.pid}, {"command", h.command}});
+      doc["output"] = {{"open_after_exit", lr.output_left_open},
+                       {"grace_seconds", lr.output_grace},
+                       {"held_by", holders}};
+    }
     std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else {
     report::Style style{common.color, true};
     std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
     std::fprintf(out, "%-9s %s after %.2f s\n", "status", render::status_text(lr).c_str(),
                  lr.seconds);
+    if (lr.output_left_open) std::fprintf(out, "%-9s %s\n", "output", output_text(lr).c_str());
     std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
     for (const auto& [pid, p] : trace.processes) render::print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());

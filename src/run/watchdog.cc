@@ -201,6 +201,43 @@ void add_python_stacks(ProcessSample& ps) {
 
 }  // namespace
 
+std::string process_command(const host::Host& host, long pid) {
+  std::optional<std::string> cmd = read_small(host, "/proc/" + std::to_string(pid) + "/cmdline");
+  if (!cmd) return "";
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < cmd->size();) {
+    size_t end = cmd->find('\0', i);
+    if (end == std::string::npos) end = cmd->size();
+    argv.push_back(cmd->substr(i, end - i));
+    i = end + 1;
+  }
+  return command_line(argv, 200);
+}
+
+std::vector<long> processes_holding(const host::Host& host, const std::vector<std::string>& targets,
+                                    long except) {
+  std::vector<long> out;
+  if (targets.empty()) return out;
+  std::optional<std::vector<std::string>> procs = host.list_dir("/proc");
+  if (!procs) return out;
+  for (const std::string& name : *procs) {
+    if (!is_number(name) || std::stol(name) == except) continue;
+    const std::string fd_dir = "/proc/" + name + "/fd";
+    std::optional<std::vector<std::string>> fds = host.list_dir(fd_dir);
+    if (!fds) continue;
+    for (const std::string& fd : *fds) {
+      std::optional<std::string> target = host.read_link(fd_dir + "/" + fd);
+      if (target && std::find(targets.begin(), targets.end(), *target) != targets.end()) {
+        out.push_back(std::stol(name));
+        break;
+      }
+    }
+    if (out.size() >= 16) break;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<long> process_tree(const host::Host& host, long root) {
   std::vector<long> out{root};
   for (size_t i = 0; i < out.size() && out.size() < 4096; i++) {
@@ -253,16 +290,7 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     ProcessSample ps;
     ps.pid = pid;
     const std::string dir = "/proc/" + std::to_string(pid);
-    if (std::optional<std::string> cmd = read_small(host, dir + "/cmdline")) {
-      std::vector<std::string> argv;
-      for (size_t i = 0; i < cmd->size();) {
-        size_t end = cmd->find('\0', i);
-        if (end == std::string::npos) end = cmd->size();
-        argv.push_back(cmd->substr(i, end - i));
-        i = end + 1;
-      }
-      ps.command = command_line(argv, 200);
-    }
+    ps.command = process_command(host, pid);
     if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
       for (const std::string& tid : *tasks) {
         if (!is_number(tid)) continue;
