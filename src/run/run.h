@@ -252,9 +252,11 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
                           const std::string& trace_dir);
 
 // Findings for a hang: the sample and the extension build locks it may wait
-// on, as facts for the detectors (RUN002 with the sample as evidence and the
-// likely cause: a JIT lock no process holds, a lock held by another process,
-// a rendezvous; the locks' own findings after it).
+// on (read only when a thread waits in torch's FileBaton, or no Python stack
+// says where the threads are), as facts for the detectors: RUN002 with the
+// sample as evidence and the likely cause (a JIT lock no process holds, a
+// lock held by another process, a rendezvous), the locks' own findings after
+// it, and RUN007 for a deadlock between the GIL and the loader's lock.
 // `rules` as AnalysisContext::rules.
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   const rules::RuleSet* rules, FindingSink& sink);

@@ -291,6 +291,10 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     ps.pid = pid;
     const std::string dir = "/proc/" + std::to_string(pid);
     ps.command = process_command(host, pid);
+    if (std::optional<std::string> stat = read_small(host, dir + "/stat")) {
+      std::vector<std::string> f = stat_fields(*stat);
+      if (f.size() > 1 && is_number(f[1])) ps.ppid = std::stol(f[1]);
+    }
     if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
       for (const std::string& tid : *tasks) {
         if (!is_number(tid)) continue;
@@ -377,6 +381,25 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
   return s;
 }
 
+namespace {
+
+// Whether the job may wait on an extension build lock: a thread is in
+// torch's FileBaton (its Python stack says so), or no Python stack could be
+// read to tell. A stale lock of some other extension in the caches is no
+// cause of a job that hangs elsewhere.
+bool may_wait_on_build_lock(const HangSample& sample) {
+  bool python = false;
+  for (const ProcessSample& p : sample.processes)
+    for (const ThreadSample& t : p.threads) {
+      python |= !t.python.empty();
+      for (const detect::PythonFrame& f : t.python)
+        if (f.file.ends_with("torch/utils/file_baton.py")) return true;
+    }
+  return !python;
+}
+
+}  // namespace
+
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   const rules::RuleSet* rules, FindingSink& sink) {
   detect::Facts facts;
@@ -385,11 +408,13 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   jit::JitOptions jo;
   jo.cwd = cwd;
   std::optional<jit::JitReport> locks;
-  try {
-    locks = jit::scan_locks(host, jo);
-    facts.jit = &*locks;
-  } catch (const std::exception& e) {
-    facts.jit_error = e.what();
+  if (may_wait_on_build_lock(sample)) {
+    try {
+      locks = jit::scan_locks(host, jo);
+      facts.jit = &*locks;
+    } catch (const std::exception& e) {
+      facts.jit_error = e.what();
+    }
   }
   std::vector<Finding> found =
       detect::findings(detect::run_detectors(facts), rules ? *rules : rules::RuleSet());
