@@ -1,9 +1,11 @@
 // hang-test.cc — what a hang report says from a hang sample: the worker of
 // torch.multiprocessing.spawn that is not where the others wait (no rank
 // variable, a launcher waiting in spawn()'s join beside them), the collective
-// wait in words with the backend's settings, and a stale build lock that the
+// wait in words with the backend's settings, the deadlock between the GIL and
+// glibc's loader lock from native stacks (frames as libdw names them in
+// Debian's glibc 2.36 and python3.11), and a stale build lock that the
 // threads do not wait on is no cause. The live processes behind these
-// samples are the e2e tests' (run-hang-report).
+// samples are the e2e tests' (run-hang-report, run-loader-lock-deadlock).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -213,4 +215,96 @@ TEST(HangAnalysis, AStaleLockNobodyWaitsOnIsNoCause) {
   EXPECT_TRUE(find(waiting.findings, "JIT001"));
   EXPECT_NE(waiting.findings[0].message.find("build lock that no process holds"),
             std::string::npos);
+}
+
+namespace {
+
+// One process deadlocked between the GIL and the loader lock: thread 12036
+// walks the loaded objects with a ctypes callback and waits for the GIL
+// inside dl_iterate_phdr; thread 12037 holds the GIL in ctypes.CDLL's
+// dlopen, waiting for the loader's mutex; thread 12038, a second walker,
+// waits for that mutex too, without the GIL. Frames as libdw named them in
+// the real deadlock of run-loader-lock-deadlock.py (Debian 12: glibc 2.36,
+// python3.11 with dynamic symbols only: take_gil is "??").
+HangSample inversion(const std::string& iterating_file) {
+  HangSample s;
+  s.idle_seconds = 5;
+  s.processes.push_back(process(
+      12000, 1, "/usr/bin/python3 repro.py",
+      {thread(12000, "futex", {{"<module>", "/tmp/t/repro.py", 33}},
+              {"__futex_abstimed_wait_common (libc.so.6)", "PyEval_RestoreThread (python3.11)"}),
+       thread(12036, "futex",
+              {{"iterate", iterating_file, 18},
+               {"run", kStdlib + "threading.py", 975},
+               {"_bootstrap_inner", kStdlib + "threading.py", 1038},
+               {"_bootstrap", kStdlib + "threading.py", 995}},
+              {"__futex_abstimed_wait_common (libc.so.6)",
+               "pthread_cond_timedwait@@GLIBC_2.3.2 (libc.so.6)", "?? (python3.11)",
+               "PyEval_RestoreThread (python3.11)", "PyGILState_Ensure (python3.11)",
+               "?? (_ctypes.cpython-311-x86_64-linux-gnu.so)",
+               "?? (_ctypes.cpython-311-x86_64-linux-gnu.so)", "?? (libffi.so.8.1.2)",
+               "?? (libffi.so.8.1.2)", "dl_iterate_phdr (libc.so.6)"}),
+       // The other walker waits for the loader lock without the GIL (ctypes
+       // released it for the foreign call): not the holder.
+       thread(12038, "futex",
+              {{"iterate", iterating_file, 18}, {"run", kStdlib + "threading.py", 975}},
+              {"__GI___lll_lock_wait (libc.so.6)", "__pthread_mutex_lock@GLIBC_2.2.5 (libc.so.6)",
+               "dl_iterate_phdr (libc.so.6)", "?? (libffi.so.8.1.2)", "?? (libffi.so.8.1.2)",
+               "ffi_call (libffi.so.8.1.2)"}),
+       thread(
+           12037, "futex",
+           {{"__init__", kStdlib + "ctypes/__init__.py", 376},
+            {"open_close", "/tmp/t/repro.py", 24},
+            {"run", kStdlib + "threading.py", 975}},
+           {"__GI___lll_lock_wait (libc.so.6)", "__pthread_mutex_lock@GLIBC_2.2.5 (libc.so.6)",
+            "_dl_add_to_namespace_list (ld-linux-x86-64.so.2)",
+            "_dl_map_object_from_fd (ld-linux-x86-64.so.2)",
+            "_dl_map_object (ld-linux-x86-64.so.2)", "dl_open_worker_begin (ld-linux-x86-64.so.2)",
+            "_dl_catch_exception (libc.so.6)", "dl_open_worker (ld-linux-x86-64.so.2)",
+            "_dl_catch_exception (libc.so.6)", "_dl_open (ld-linux-x86-64.so.2)",
+            "dlopen_doit (libc.so.6)", "_dl_catch_exception (libc.so.6)",
+            "_dl_catch_error (libc.so.6)", "_dlerror_run (libc.so.6)",
+            "dlopen@GLIBC_2.2.5 (libc.so.6)", "?? (_ctypes.cpython-311-x86_64-linux-gnu.so)"})}));
+  return s;
+}
+
+}  // namespace
+
+TEST(LoaderLockInversion, BothThreadsAreNamedWithTheirLines) {
+  const std::vector<Finding> found = hang_findings(inversion("/tmp/t/repro.py"));
+  const Finding* d = find(found, "RUN007");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->severity, Severity::Error);
+  EXPECT_EQ(d->subject, "pid 12000");
+  EXPECT_EQ(d->message,
+            "deadlock in pid 12000: thread 12036 at repro.py:18 (iterate) is inside "
+            "dl_iterate_phdr, which holds glibc's loader lock, and its callback waits for the GIL "
+            "(PyEval_RestoreThread); thread 12037 at repro.py:24 (open_close), in __init__ "
+            "(ctypes/__init__.py:376) holds the GIL and waits for the loader lock in dlopen");
+  EXPECT_NE(d->fix.find("your code calls dl_iterate_phdr with a Python callback (iterate "
+                        "(/tmp/t/repro.py:18))"),
+            std::string::npos)
+      << d->fix;
+  // The hang itself is still reported (it leads nothing: RUN007 explains it).
+  EXPECT_TRUE(find(found, "RUN002"));
+}
+
+TEST(LoaderLockInversion, TheCallerIsNamedInTheFix) {
+  const Finding* d =
+      find(hang_findings(inversion("/usr/lib/python3/dist-packages/threadpoolctl.py")), "RUN007");
+  ASSERT_TRUE(d);
+  EXPECT_NE(d->fix.find("pip install -U 'threadpoolctl>=3.7'"), std::string::npos) << d->fix;
+}
+
+// Each half alone is no deadlock: a callback waiting for the GIL with no
+// thread stuck in the loader, or a thread in dlopen's mutex with no callback
+// under the loader lock.
+TEST(LoaderLockInversion, OneHalfIsNotEnough) {
+  HangSample no_opener = inversion("/tmp/t/repro.py");
+  no_opener.processes[0].threads[3].stack = {"clock_nanosleep@GLIBC_2.2.5 (libc.so.6)"};
+  no_opener.processes[0].threads[3].syscall = "clock_nanosleep";
+  EXPECT_FALSE(find(hang_findings(no_opener), "RUN007"));
+  HangSample no_iterator = inversion("/tmp/t/repro.py");
+  no_iterator.processes[0].threads[1].stack.pop_back();  // dl_iterate_phdr
+  EXPECT_FALSE(find(hang_findings(no_iterator), "RUN007"));
 }
