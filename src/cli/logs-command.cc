@@ -116,21 +116,7 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
       nlohmann::json fj = nlohmann::json::array();
       for (const Finding* f : r.findings) fj.push_back(report::finding_json(*f));
       // Incidents refer to findings by their index in "findings".
-      auto index = [&](const Finding* f) {
-        return static_cast<size_t>(std::find(r.findings.begin(), r.findings.end(), f) -
-                                   r.findings.begin());
-      };
-      nlohmann::json ij = nlohmann::json::array();
-      for (const rules::Incident& inc : r.incidents) {
-        nlohmann::json also = nlohmann::json::array(), context = nlohmann::json::array();
-        for (const Finding* f : inc.also) also.push_back(index(f));
-        for (const Finding* f : inc.context) context.push_back(index(f));
-        ij.push_back({{"rule", inc.cause->rule},
-                      {"severity", severity_name(inc.severity)},
-                      {"cause", index(inc.cause)},
-                      {"also", also},
-                      {"context", context}});
-      }
+      nlohmann::json ij = report::incidents_json(r.incidents, r.findings);
       nlohmann::json j = {{"path", r.path},
                           {"bytes", r.bytes},
                           {"lines", r.lines},

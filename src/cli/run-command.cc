@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -30,11 +31,86 @@ using nlohmann::json;
 
 namespace {
 
-void print_hang(std::FILE* out, const std::vector<Finding>& findings, const CommonOptions& common) {
-  report::Style style{common.color, true};
-  std::fprintf(out, "\nmldoctor run: the job looks hung (it keeps running)\n");
-  for (const Finding& f : findings) report::print_finding(out, f, style);
-  std::fflush(out);
+// The rules a set of findings needs for grouping: the full set when loaded,
+// else only the builtin rules they name.
+rules::RuleSet rules_for(const std::vector<Finding>& findings, bool full,
+                         const rules::RuleSet& full_set) {
+  if (full) return full_set;
+  std::vector<std::string> ids;
+  for (const Finding& f : findings) ids.push_back(f.rule);
+  return rules::RuleSet::builtin_subset(ids);
+}
+
+// The Python stacks of a hung job through the log rules' stack signatures
+// (JIT023 for a thread in FileBaton.wait(), DIST019 for a rank in a
+// collective...): one rule, whether the stack was pasted in a log or read
+// from the job. Each process is its own dump (the log reader follows one
+// dump at a time); a signature several processes match is one finding with
+// each process's frame as evidence. The evidence says that mldoctor read
+// the stacks (not a py-spy dump, and no line of a log), and a collective
+// wait is worded with what the sample holds: the rank that is elsewhere,
+// with its line, and the settings of the job's backend.
+void scan_live_stacks(const run::HangSample& s, const std::shared_ptr<const logs::Matcher>& matcher,
+                      FindingList& found) {
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (const detect::ProcessSample& p : s.processes) {
+    const std::string dump = render::pyspy_text(p);
+    if (dump.empty()) continue;
+    const std::string origin = "mldoctor read the stacks of pid " + std::to_string(p.pid);
+    logs::Scanner scan(matcher, logs::ScanOptions{0, origin, 1, origin});
+    scan.feed(ByteView(dump));
+    scan.finish();
+    for (const logs::LogFinding* lf : scan.findings()) {
+      Finding f = lf->finding;
+      for (Evidence& e : f.evidence) {
+        // A line of the dump mldoctor wrote itself, not of a log: no place
+        // in a file, and no indentation of that dump.
+        e.file.clear();
+        e.line.reset();
+        e.text.erase(0, e.text.find_first_not_of(' '));
+      }
+      const auto key = std::make_pair(f.rule, f.subject);
+      if (auto it = seen.find(key); it != seen.end()) {
+        Finding& first = found.findings[it->second];
+        if (!f.evidence.empty() && first.evidence.size() < 16)
+          first.evidence.push_back(f.evidence.front());
+        continue;
+      }
+      seen[key] = found.findings.size();
+      found.add(std::move(f));
+    }
+  }
+  const detect::HangPeers peers = detect::hang_peers(s);
+  const std::optional<detect::CollectiveWait> wait = detect::collective_wait(s);
+  for (Finding& f : found.findings) {
+    if (f.rule != "DIST019") continue;
+    if (!peers.backend.empty()) f.env_fix = detect::collective_debug_env(peers.backend);
+    if (!wait) continue;
+    f.message = wait->message;
+    f.fix = wait->fix;
+    f.env_fix = wait->env;
+    std::vector<Evidence> evidence;
+    for (const std::string& line : wait->evidence) evidence.push_back({line, "", std::nullopt});
+    f.evidence.insert(f.evidence.begin(), evidence.begin(), evidence.end());
+  }
+}
+
+// --logs: who kept the job's output open after it exited.
+std::string output_text(const run::LaunchResult& lr) {
+  std::string who;
+  for (const run::LaunchResult::OutputHolder& h : lr.output_holders)
+    who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(h.pid)) +
+           (h.command.empty() ? "" : " (" + h.command + ")");
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.0f s", lr.output_grace);
+  return "still open after the job exited: " +
+         (who.empty()
+              ? std::string("a process mldoctor cannot see (another user's?)")
+              : std::string(lr.output_holders.size() == 1 ? "a daemon the job left running, "
+                                                          : "daemons the job left running, ") +
+                    who + ",") +
+         " kept it open; mldoctor stopped reading " + grace +
+         " after the exit and passes the rest on unread";
 }
 
 }  // namespace
@@ -91,37 +167,39 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   lo.kill_on_hang = opts.kill_on_hang;
   std::optional<std::string> shims = run::find_shim_dir(host);
   std::vector<Finding> hang_findings;
+  std::vector<std::string> hangs_shown;  // the causes of hangs reported while the job ran
   lo.on_hang = [&](const run::HangSample& s) {
     std::signal(SIGPIPE, SIG_IGN);  // the child is started: it keeps its own disposition
     FindingList found;
     run::analyse_hang(s, host, cwd, full_rules ? &rule_set : nullptr, found);
-    // The Python stacks through the log rules' stack signatures (JIT023 for
-    // a thread in FileBaton.wait(), DIST019 for a rank in a collective...):
-    // one rule, whether the stack was pasted in a log or read from the job.
-    // Each process is its own dump (the log reader follows one dump at a
-    // time); a signature several processes match is one finding with each
-    // process's frame as evidence.
-    std::map<std::pair<std::string, std::string>, size_t> seen;
-    for (const detect::ProcessSample& p : s.processes) {
-      const std::string dump = render::pyspy_text(p);
-      if (dump.empty() || !load_matcher()) continue;
-      logs::Scanner scan(matcher,
-                         logs::ScanOptions{0, "Python stacks of pid " + std::to_string(p.pid), 1});
-      scan.feed(ByteView(dump));
-      scan.finish();
-      for (const logs::LogFinding* lf : scan.findings()) {
-        const auto key = std::make_pair(lf->finding.rule, lf->finding.subject);
-        if (auto it = seen.find(key); it != seen.end()) {
-          Finding& first = found.findings[it->second];
-          if (!lf->finding.evidence.empty() && first.evidence.size() < 16)
-            first.evidence.push_back(lf->finding.evidence.front());
-          continue;
-        }
-        seen[key] = found.findings.size();
-        found.add(Finding(lf->finding));
+    if (load_matcher()) scan_live_stacks(s, matcher, found);
+    const long idle = static_cast<long>(s.idle_seconds);
+    if (common.format != OutputFormat::Json && opts.kill_on_hang) {
+      // One line now; the report once, when the job has ended.
+      std::fprintf(out,
+                   "\nmldoctor run: no progress for %ld s: the job looks hung; stopping it "
+                   "(--kill-on-hang), the report follows\n",
+                   idle);
+      std::fflush(out);
+    } else if (common.format != OutputFormat::Json) {
+      // The job keeps running, maybe for hours: the report now.
+      std::fprintf(out,
+                   "\nmldoctor run: no progress for %ld s: the job looks hung (it keeps running; "
+                   "--kill-on-hang stops it)\n",
+                   idle);
+      // The finding that names the cause leads; RUN002 (the hang itself,
+      // with every thread's stacks) and what it explains are its context.
+      std::vector<const Finding*> ptrs;
+      for (const Finding& f : found.findings) ptrs.push_back(&f);
+      report::Style style{common.color, true};
+      style.context_evidence = true;
+      for (const rules::Incident& inc :
+           rules::group_incidents(ptrs, rules_for(found.findings, full_rules, rule_set))) {
+        report::print_incident(out, inc, style);
+        hangs_shown.push_back(inc.cause->rule + " " + inc.cause->message);
       }
+      std::fflush(out);
     }
-    if (common.format != OutputFormat::Json) print_hang(out, found.findings, common);
     for (Finding& f : found.findings) hang_findings.push_back(std::move(f));
   };
   if (shims) lo.shim_dir = *shims;
@@ -199,14 +277,29 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   }
   // A finding that explains another hides it (`replaces`: TLS001 from the
   // trace says what the dlerror text's TLS010 says, with the fix).
-  rules::drop_replaced(found.findings, full_rules ? rule_set : rules::RuleSet::builtin_subset([&] {
-                         std::vector<std::string> ids;
-                         for (const Finding& f : found.findings) ids.push_back(f.rule);
-                         return ids;
-                       }()));
+  rules::drop_replaced(found.findings, rules_for(found.findings, full_rules, rule_set));
+  // One incident per cause: the trace's and the output's findings grouped as
+  // `logs` groups a log's (an envelope is context of the error it wraps),
+  // the hang's among themselves (RUN002 is context of the finding that names
+  // why the job hangs; a thread-count finding of the trace says nothing of
+  // that). Most severe first; at equal severity the hang's cause first.
+  const size_t first_hang = found.findings.size();
   for (Finding& f : hang_findings) found.findings.push_back(std::move(f));
-  std::vector<const Finding*> all;
-  for (const Finding& f : found.findings) all.push_back(&f);
+  std::vector<const Finding*> all, job_findings, hang_ptrs;
+  for (size_t i = 0; i < found.findings.size(); i++) {
+    all.push_back(&found.findings[i]);
+    (i < first_hang ? job_findings : hang_ptrs).push_back(&found.findings[i]);
+  }
+  const rules::RuleSet incident_rules = rules_for(found.findings, full_rules, rule_set);
+  std::vector<rules::Incident> incidents = rules::group_incidents(hang_ptrs, incident_rules);
+  for (rules::Incident& inc : rules::group_incidents(job_findings, incident_rules))
+    incidents.push_back(inc);
+  std::stable_sort(
+      incidents.begin(), incidents.end(),
+      [](const rules::Incident& a, const rules::Incident& b) { return a.severity > b.severity; });
+  auto from_hang = [&](const rules::Incident& inc) {
+    return static_cast<size_t>(inc.cause - found.findings.data()) >= first_hang;
+  };
 
   const std::string cmd = run::command_line(opts.argv, 120);
   if (common.format == OutputFormat::Json) {
@@ -214,6 +307,8 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     for (const auto& [pid, p] : trace.processes) procs.push_back(render::process_json(p));
     json findings = json::array();
     for (const Finding* f : all) findings.push_back(report::finding_json(*f));
+    // Incidents refer to findings by their index in "findings".
+    json incidents_doc = report::incidents_json(incidents, all);
     json status = {{"started", lr.started}, {"seconds", lr.seconds}};
     if (lr.status.signaled)
       status["signal"] = render::signal_text(lr.status.code);
@@ -223,22 +318,44 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     json doc = {{"schema", "mldoctor.run/1"},   {"version", MLD_VERSION},
                 {"command", opts.argv},         {"status", status},
                 {"processes", procs},           {"not_traced", lr.not_traced_reasons},
-                {"trace_errors", trace.errors}, {"findings", findings}};
+                {"trace_errors", trace.errors}, {"findings", findings},
+                {"incidents", incidents_doc}};
+    if (opts.logs) {
+      json holders = json::array();
+      for (const run::LaunchResult::OutputHolder& h : lr.output_holders)
+        holders.push_back({{"pid", h.pid}, {"command", h.command}});
+      doc["output"] = {{"open_after_exit", lr.output_left_open},
+                       {"grace_seconds", lr.output_grace},
+                       {"held_by", holders}};
+    }
     std::fprintf(out, "%s\n", doc.dump(2).c_str());
   } else {
     report::Style style{common.color, true};
+    style.context_evidence = true;
+    std::string stopped;
+    if (lr.killed_on_hang && !lr.hangs.empty())
+      stopped = " (stopped by mldoctor after " +
+                std::to_string(static_cast<long>(lr.hangs.back().idle_seconds)) +
+                " s without progress: --kill-on-hang)";
     std::fprintf(out, "\nmldoctor run: %s\n", cmd.c_str());
-    std::fprintf(out, "%-9s %s after %.2f s\n", "status", render::status_text(lr).c_str(),
-                 lr.seconds);
+    std::fprintf(out, "%-9s %s after %.2f s%s\n", "status", render::status_text(lr).c_str(),
+                 lr.seconds, stopped.c_str());
+    if (lr.output_left_open) std::fprintf(out, "%-9s %s\n", "output", output_text(lr).c_str());
+    for (const std::string& h : hangs_shown)
+      std::fprintf(out, "%-9s reported above while the job ran: %s\n", "hang", h.c_str());
     std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
     for (const auto& [pid, p] : trace.processes) render::print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
     std::fprintf(out, "\n");
-    if (all.empty()) std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
-    for (const Finding* f : all) report::print_finding(out, *f, style);
-    std::string summary = report::summary_line(all);
+    if (incidents.empty())
+      std::fprintf(out, "%s no findings\n", common.color ? "\033[32m✓\033[0m" : "✓");
+    // A hang printed while the job ran is not printed again.
+    for (const rules::Incident& inc : incidents)
+      if (hangs_shown.empty() || !from_hang(inc)) report::print_incident(out, inc, style);
+    std::string summary = report::incidents_summary(incidents);
     if (!summary.empty())
-      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(), all.front()->rule.c_str());
+      std::fprintf(out, "\n%s · mldoctor explain %s\n", summary.c_str(),
+                   incidents.front().cause->rule.c_str());
   }
   if (!temporary && common.format != OutputFormat::Json)
     std::fprintf(out, "trace events kept in %s\n", trace_dir.c_str());

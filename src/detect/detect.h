@@ -284,6 +284,7 @@ struct ThreadSample {
 
 struct ProcessSample {
   long pid = 0;
+  long ppid = 0;        // its parent (0: unknown)
   std::string command;  // argv joined
   // The rank a launcher gave the process (RANK, OMPI_COMM_WORLD_RANK,
   // PMI_RANK or SLURM_PROCID in its environment), and the variable.
@@ -306,6 +307,73 @@ struct HangSample {
   double idle_seconds = 0;
   std::vector<ProcessSample> processes;
 };
+
+// Who waits for whom in a hang (detect/hang.cc), for RUN002's message and
+// for `run`'s text of a collective wait (DIST019): where each process's
+// main thread is, and which processes of a distributed job are not where
+// the others wait.
+//
+// Where a main thread is: its system call (or state) and wait channel, then
+// its Python frames when they were read (the innermost, and the user's own
+// line that led there), else its innermost native frames.
+struct HangPlace {
+  std::string text;         // "clock_nanosleep in hrtimer_nanosleep: <module> (rank.py:9)"
+  std::string wait;         // "clock_nanosleep in hrtimer_nanosleep"
+  std::string syscall;      // "clock_nanosleep", or the state ("R")
+  bool collective = false;  // waiting inside torch.distributed
+  std::string user_line;    // "rank.py:9 (<module>)": the user's own frame, when known
+  std::string call;         // "all_reduce": the library function the user's line called
+};
+HangPlace main_thread_place(const ProcessSample& p);
+
+// The processes of a distributed job that a hang sample holds, grouped by
+// their main threads' places. They are its ranks (the launcher's variables)
+// when two or more have one; otherwise the children of one parent that run
+// the same program (their outermost user frame) with one of them waiting
+// inside torch.distributed: torch.multiprocessing.spawn's workers, whose
+// rank no variable tells. The parent (a launcher waiting for them) is never
+// one of them. Ranks waiting in a collective while others are not are
+// waiting for those: the others are "odd", however many wait; otherwise the
+// place most share is the norm and the rest are odd.
+struct HangPeers {
+  bool by_rank = false;  // named by rank, else by pid
+  struct Group {
+    std::vector<const ProcessSample*> members;  // by rank, else by pid
+    HangPlace place;
+  };
+  std::vector<Group> groups;      // the odd ones first, then the others, larger first
+  size_t odd = 0;                 // groups [0, odd) are odd; 0: none is
+  bool collective_split = false;  // the others wait in a collective
+  // The collective backend the waiting processes' native frames show:
+  // "gloo", "nccl", or "" when none does (no native stacks).
+  std::string backend;
+  // "rank 1", "ranks 0, 2–3", "pid 5001", "pids 5000, 5002".
+  std::string names(const std::vector<const ProcessSample*>& members) const;
+  std::vector<const ProcessSample*> odd_members() const;
+  std::vector<const ProcessSample*> waiting_members() const;
+};
+// Empty groups: fewer than two processes of a distributed job.
+HangPeers hang_peers(const HangSample& sample);
+
+// What the odd process does, in words: "asleep (clock_nanosleep) at
+// rank.py:9", "in load at data.py:41", "in read".
+std::string doing_words(const HangPlace& p);
+
+// A collective wait as the hang shows it, when it shows who is not in it:
+// "rank 1 is asleep (clock_nanosleep) at rank.py:9 (<module>) while rank 0
+// waits in all_reduce at rank.py:11 (<module>)", the fix naming that rank's
+// line and pid, and the debug settings of the job's backend (NCCL_DEBUG only
+// for NCCL).
+struct CollectiveWait {
+  std::string message, fix;
+  std::vector<std::string> env;
+  std::vector<std::string> evidence;  // the odd and the waiting processes' places
+};
+std::optional<CollectiveWait> collective_wait(const HangSample& sample);
+
+// The settings that show why a collective does not complete, for the
+// backend hang_peers found ("" unknown: both).
+std::vector<std::string> collective_debug_env(const std::string& backend);
 
 // What `fleet` (the ranks of an MPI job) and `diff` (saved check reports)
 // found different between the members of one job. Members are named as the

@@ -73,6 +73,10 @@ struct ScanOptions {
   u32 context = 0;       // lines of context before and after a first occurrence
   std::string source;    // file name for evidence ("-" for stdin)
   unsigned threads = 1;  // Vectorscan passes run on this many threads
+  // Where the stack dumps of this input come from, said in a stack finding's
+  // evidence instead of the dump's format ("py-spy dump"): `run` scans the
+  // stacks it read itself ("mldoctor read the stacks of pid 12").
+  std::string stacks_origin = {};
 };
 
 // One finding of a log scan with its occurrences.

@@ -715,7 +715,9 @@ void Scanner::State::on_stack_thread(const StackThread& thread) {
                                           "gdb backtrace"};
     std::string chain =
         (thread.name.empty() || thread.name == "traceback" ? std::string("thread") : thread.name) +
-        " (" + kFormat[static_cast<int>(thread.format)] +
+        " (" +
+        (options.stacks_origin.empty() ? std::string(kFormat[static_cast<int>(thread.format)])
+                                       : options.stacks_origin) +
         (thread.exception.empty() ? "" : ", " + thread.exception) + "): ";
     auto function_of = [](const std::string& text) {
       size_t p = text.find(" (");

@@ -82,6 +82,15 @@ std::string where_text(const Finding& f) {
   return {};
 }
 
+// grep's convention: "file:line:" for evidence, "file:line-" for context.
+std::string where_prefix(const Evidence& e, const Style& style) {
+  const char sep = e.context ? '-' : ':';
+  if (style.show_files && !e.file.empty() && e.line)
+    return fmt::format("{}:{}{} ", e.file, *e.line, sep);
+  if (e.line) return fmt::format("line {}{} ", *e.line, sep);
+  return {};
+}
+
 // A finding's lines; `extra` (incident members) goes between its occurrences
 // and its fix.
 void print_finding_lines(std::FILE* out, const Finding& f, Severity shown, const Style& style,
@@ -90,13 +99,7 @@ void print_finding_lines(std::FILE* out, const Finding& f, Severity shown, const
   std::fprintf(out, " %s%s%s %s  %s%s%s\n", c.on, severity_mark(shown), c.off, f.message.c_str(),
                c.dim, f.rule.c_str(), c.off);
   for (const Evidence& e : f.evidence) {
-    // grep's convention: "file:line:" for evidence, "file:line-" for context.
-    std::string where;
-    const char sep = e.context ? '-' : ':';
-    if (style.show_files && !e.file.empty() && e.line)
-      where = fmt::format("{}:{}{} ", e.file, *e.line, sep);
-    else if (e.line)
-      where = fmt::format("line {}{} ", *e.line, sep);
+    const std::string where = where_prefix(e, style);
     if (e.context)
       std::fprintf(out, "     %s%s%s%s\n", c.dim, where.c_str(), e.text.c_str(), c.off);
     else
@@ -134,7 +137,21 @@ void print_finding(std::FILE* out, const Finding& f, const Style& style) {
 }
 
 void print_incident(std::FILE* out, const rules::Incident& inc, const Style& style) {
-  print_finding_lines(out, *inc.cause, inc.severity, style, incident_lines(inc));
+  if (!style.context_evidence) {
+    print_finding_lines(out, *inc.cause, inc.severity, style, incident_lines(inc));
+    return;
+  }
+  rules::Incident cause_only = inc;
+  cause_only.context.clear();
+  print_finding_lines(out, *inc.cause, inc.severity, style, incident_lines(cause_only));
+  Colours c = colours_for(inc.severity, style);
+  for (const Finding* f : inc.context) {
+    std::fprintf(out, "     %sreported as:%s %s  %s%s%s\n", c.dim, c.off, f->message.c_str(), c.dim,
+                 f->rule.c_str(), c.off);
+    for (const Evidence& e : f->evidence)
+      std::fprintf(out, "       %s%s%s%s\n", e.context ? c.dim : "", where_prefix(e, style).c_str(),
+                   e.text.c_str(), e.context ? c.off : "");
+  }
 }
 
 std::string incidents_summary(const std::vector<rules::Incident>& incidents) {
@@ -196,6 +213,25 @@ nlohmann::json finding_json(const Finding& f) {
   if (f.last_line) j["last_line"] = *f.last_line;
   if (!f.ranks.empty()) j["ranks"] = f.ranks;
   return j;
+}
+
+nlohmann::json incidents_json(const std::vector<rules::Incident>& incidents,
+                              const std::vector<const Finding*>& findings) {
+  auto index = [&](const Finding* f) {
+    return static_cast<size_t>(std::find(findings.begin(), findings.end(), f) - findings.begin());
+  };
+  nlohmann::json out = nlohmann::json::array();
+  for (const rules::Incident& inc : incidents) {
+    nlohmann::json also = nlohmann::json::array(), context = nlohmann::json::array();
+    for (const Finding* f : inc.also) also.push_back(index(f));
+    for (const Finding* f : inc.context) context.push_back(index(f));
+    out.push_back({{"rule", inc.cause->rule},
+                   {"severity", severity_name(inc.severity)},
+                   {"cause", index(inc.cause)},
+                   {"also", also},
+                   {"context", context}});
+  }
+  return out;
 }
 
 namespace {
@@ -282,10 +318,11 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
                  ids.c_str());
   }
   if (r.envelope)
-    std::fprintf(out,
-                 "\n%sAn envelope:%s in a log, any error of another rule is its cause and "
-                 "leads the incident\n",
-                 c.bold, c.off);
+    std::fprintf(
+        out,
+        "\n%sAn envelope:%s in a log or a hang report, any error of another rule is its cause and "
+        "leads the incident\n",
+        c.bold, c.off);
   std::fprintf(out, "\n%sReferences%s\n", c.bold, c.off);
   for (const std::string& ref : r.references) std::fprintf(out, "  %s\n", ref.c_str());
 }
@@ -368,7 +405,8 @@ std::string rule_markdown(const rules::Rule& r) {
   }
   if (r.envelope)
     out +=
-        "An envelope: in a log, an error of any other rule is its cause and leads the "
+        "An envelope: in a log or a hang report, an error of any other rule is its cause and leads "
+        "the "
         "incident; this finding is shown as its context.\n\n";
   out += "### References\n\n";
   for (const std::string& ref : r.references) out += "- <" + ref + ">\n";

@@ -17,6 +17,10 @@ namespace mld::report {
 struct Style {
   bool color = false;
   bool show_files = true;  // prefix evidence lines with "file:line"
+  // Incidents: each context finding with its own evidence, after the cause's
+  // fix (`run`'s hang report, where RUN002's evidence is every thread's
+  // stacks); else one "reported as:" line each, before the fix (`logs`).
+  bool context_evidence = false;
 };
 
 // One finding as text: mark, message, rule id, evidence, occurrences, fix.
@@ -37,6 +41,11 @@ std::string summary_line(const std::vector<const Finding*>& findings);
 size_t count_at_or_above(const std::vector<const Finding*>& findings, Severity fail_on);
 
 nlohmann::json finding_json(const Finding& f);
+
+// Incidents as JSON ("rule", "severity", "cause", "also", "context"), each
+// finding named by its index in `findings` (the document's "findings").
+nlohmann::json incidents_json(const std::vector<rules::Incident>& incidents,
+                              const std::vector<const Finding*>& findings);
 
 // A finding's env_fix as one shell line: "export A=1 B=2; unset C" (an
 // entry "-C" means unset C).

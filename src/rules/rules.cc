@@ -405,8 +405,6 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       r.problem("example source is not among the references: " + e.source);
   for (const std::string& id : rule.replaces)
     if (!valid_id(id) || id == rule.id) r.problem("replaces names an invalid id: " + id);
-  if (rule.envelope && !rule.is_log_rule())
-    r.problem("envelope is for log rules (those with signatures)");
   if (rule.escalated_severity && rule.detector.empty())
     r.problem("escalated_severity is for fact rules (those with a detector)");
 

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -43,6 +44,10 @@ namespace {
 
 constexpr const char* kAuditShim = "libmldoctor-audit.so";
 constexpr const char* kPreloadShim = "libmldoctor-preload.so";
+// --logs: how long after the job's exit its output is still read (what its
+// last processes write while they exit), before what holds it open is taken
+// for a daemon the job left running.
+constexpr double kOutputGrace = 2.0;
 
 bool shims_in(const host::Host& host, const std::string& dir) {
   return host.stat(dir + "/" + kAuditShim).kind == host::FileKind::Regular &&
@@ -180,24 +185,25 @@ struct CapturedStream {
   bool held_cr = false;  // a '\r' ended the last read
 };
 
-// The bytes to pass on from a pty master, ONLCR undone; `c.held_cr` carries
-// a '\r' across reads.
-std::string undo_onlcr(CapturedStream& c, const char* data, size_t n) {
-  std::string out;
-  out.reserve(n + 1);
+// The bytes to pass on from a pty master, ONLCR undone, written to `out`
+// (room for n + 1 bytes: a '\r' held from the last read comes first);
+// `c.held_cr` carries a '\r' across reads. No allocation: the copier that
+// outlives mldoctor (hand_off) runs it after fork.
+size_t undo_onlcr(CapturedStream& c, const char* data, size_t n, char* out) {
+  size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     const char ch = data[i];
     if (c.held_cr) {
       c.held_cr = false;
-      if (ch != '\n') out += '\r';
+      if (ch != '\n') out[k++] = '\r';
     }
     if (ch == '\r') {
       c.held_cr = true;
       continue;
     }
-    out += ch;
+    out[k++] = ch;
   }
-  return out;
+  return k;
 }
 
 // Sets up the capture of stdout and stderr. Both on one terminal share one
@@ -268,51 +274,97 @@ bool write_all(int fd, const char* data, size_t n) {
   return true;
 }
 
-// Copies what is ready on each captured stream; false at end of all of them.
-bool pump(std::vector<CapturedStream>& streams, const LaunchOptions& o, int timeout_ms) {
-  std::vector<pollfd> fds;
-  std::vector<CapturedStream*> who;
+void close_stream(CapturedStream& c) {
+  c.open = false;
+  if (winch_to.load() == c.source) winch_to.store(-1);
+  close(c.source);
+  c.source = -1;
+}
+
+bool any_open(const std::vector<CapturedStream>& streams) {
+  for (const CapturedStream& c : streams)
+    if (c.source >= 0 && c.open) return true;
+  return false;
+}
+
+// Copies what is ready on each captured stream, waiting up to `timeout_ms`
+// for something to be (or for `wake_fd`, the child's pidfd, to become
+// readable: it exited); the bytes read, or -1 at the end of all of them.
+// `o` null: copy only (the hand-off copier, which scans nothing).
+long pump(std::vector<CapturedStream>& streams, const LaunchOptions* o, int timeout_ms,
+          int wake_fd = -1) {
+  pollfd fds[3];
+  CapturedStream* who[2];
+  nfds_t n = 0;
   for (CapturedStream& c : streams)
-    if (c.source >= 0 && c.open) {
-      fds.push_back({c.source, POLLIN, 0});
-      who.push_back(&c);
+    if (c.source >= 0 && c.open && n < 2) {
+      fds[n] = {c.source, POLLIN, 0};
+      who[n++] = &c;
     }
-  if (fds.empty()) return false;
-  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
-  char buf[65536];
-  for (size_t i = 0; i < fds.size(); i++) {
+  if (n == 0) return -1;
+  if (wake_fd >= 0) fds[n] = {wake_fd, POLLIN, 0};
+  if (poll(fds, n + (wake_fd >= 0), timeout_ms) <= 0) return 0;
+  static char buf[65536], undone[65536 + 1];
+  long total = 0;
+  for (nfds_t i = 0; i < n; i++) {
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     CapturedStream& c = *who[i];
-    const ssize_t n = read(c.source, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // EOF (pipe) or EIO (pty whose slave ends are all closed)
+    const ssize_t got = read(c.source, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {  // EOF (pipe) or EIO (pty whose slave ends are all closed)
       if (c.held_cr) write_all(c.sink, "\r", 1);
-      c.open = false;
-      if (winch_to.load() == c.source) winch_to.store(-1);
-      close(c.source);
-      c.source = -1;
+      close_stream(c);
       continue;
     }
-    std::string undone;
+    total += got;
     const char* bytes = buf;
-    size_t count = static_cast<size_t>(n);
+    size_t count = static_cast<size_t>(got);
     if (c.undo_onlcr) {
-      undone = undo_onlcr(c, buf, count);
-      bytes = undone.data();
-      count = undone.size();
+      count = undo_onlcr(c, buf, count, undone);
+      bytes = undone;
     }
-    if (o.on_output)
-      o.on_output(c.stream, ByteView(reinterpret_cast<const u8*>(bytes), static_cast<u64>(count)));
-    if (!write_all(c.sink, bytes, count)) {
-      // Our reader went away (`| head`): stop reading, so the child's next
-      // write fails the way it would have written into the closed pipe.
-      c.open = false;
-      if (winch_to.load() == c.source) winch_to.store(-1);
-      close(c.source);
-      c.source = -1;
-    }
+    if (o && o->on_output)
+      o->on_output(c.stream, ByteView(reinterpret_cast<const u8*>(bytes), static_cast<u64>(count)));
+    // Our reader went away (`| head`): stop reading, so the child's next
+    // write fails the way it would have written into the closed pipe.
+    if (!write_all(c.sink, bytes, count)) close_stream(c);
   }
-  return true;
+  return total;
+}
+
+// What the job's output is, for finding who else holds it: "pipe:[1234]"
+// as /proc/<pid>/fd links name a pipe, or the pty's slave path.
+std::string stream_identity(const CapturedStream& c) {
+  struct stat st {};
+  if (fstat(c.source, &st) != 0) return "";
+  if (S_ISFIFO(st.st_mode)) return "pipe:[" + std::to_string(st.st_ino) + "]";
+  char name[128];
+  if (ptsname_r(c.source, name, sizeof name) == 0) return name;
+  return "";
+}
+
+// --logs, after the job's exit and the grace period: what still holds its
+// output open is a process it left running (a daemon). mldoctor must return
+// now, with the job's status, yet the daemon's later writes must reach where
+// they would have gone without us (a closed pipe would kill it with
+// SIGPIPE). So a copier forked from here takes the streams over and copies
+// them, unscanned, until the daemon closes them. It keeps the process group
+// (the daemon's place in job control is unchanged) and only the descriptors
+// it copies between; it runs no allocation (fork of a process that may have
+// had threads).
+void hand_off(std::vector<CapturedStream>& streams) {
+  std::vector<int> keep;
+  for (const CapturedStream& c : streams)
+    if (c.source >= 0 && c.open) keep.insert(keep.end(), {c.source, c.sink});
+  const pid_t copier = fork();
+  if (copier != 0) return;  // ours are closed when mldoctor exits
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGWINCH, SIG_DFL);
+  for (int fd = 0; fd < 1024; fd++)
+    if (std::find(keep.begin(), keep.end(), fd) == keep.end()) close(fd);
+  while (pump(streams, nullptr, -1) >= 0) {
+  }
+  _exit(0);
 }
 
 int pidfd_open_compat(pid_t pid) {
@@ -432,8 +484,9 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
       r.error = "waitpid: " + errno_text(errno);
       break;
     }
-    if (!captured.empty() && pump(captured, o, 50)) {
-      // Output is copied as it comes; the exit is noticed within 50 ms.
+    if (!captured.empty() && pump(captured, &o, 50, pidfd) >= 0) {
+      // Output is copied as it comes; the exit is noticed at once (pidfd),
+      // else within 50 ms.
     } else if (pidfd >= 0) {
       pollfd p{pidfd, POLLIN, 0};
       poll(&p, 1, 1000);
@@ -444,14 +497,19 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     if (o.hang_timeout <= 0 || !r.started) continue;
     const double now = now_seconds();
     if (now - last_tick < 1) continue;
+    const double interval = now - last_tick;
     last_tick = now;
     std::vector<long> pids = process_tree(host, child);
     Progress cur = measure_progress(host, pids, o.trace_dir);
-    // Progress: a few ticks of CPU in the tree (a poll loop uses less), any
-    // byte written, any event traced.
-    const bool moved = cur.cpu_ticks > last.cpu_ticks + 2 ||
-                       cur.bytes_written != last.bytes_written ||
-                       cur.trace_bytes != last.trace_bytes;
+    // Progress: more CPU than idle processes use (a poll loop uses less than
+    // a tick a second; a hung rank's gloo and store threads together about
+    // half of one: 2 ticks a second and one per process of the tree, over
+    // the interval, a few percent of one CPU where a build or a training step
+    // uses a whole one), any byte written, any event traced.
+    const double idle_ticks = (2.0 + static_cast<double>(pids.size())) * std::min(interval, 10.0);
+    const bool moved =
+        static_cast<double>(cur.cpu_ticks) > static_cast<double>(last.cpu_ticks) + idle_ticks ||
+        cur.bytes_written != last.bytes_written || cur.trace_bytes != last.trace_bytes;
     last = cur;
     if (moved) {
       last_progress = now;
@@ -475,14 +533,40 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
     }
   }
   if (pidfd >= 0) close(pidfd);
-  // The rest of the output, until every writer (descendants too) closed it.
-  while (!captured.empty() && pump(captured, o, 1000)) {
+  // The job's real duration: not the time its output stayed open.
+  const double ended = now_seconds();
+  r.seconds = ended - start;
+  // The rest of the output: what the job's processes left in the pipe, and
+  // what the ones still exiting write in the grace period. A stream still
+  // open after it is held by a process the job left running (a daemon):
+  // named, and handed to a copier so that mldoctor returns now.
+  while (!captured.empty()) {
+    const double left = ended + kOutputGrace - now_seconds();
+    if (left <= 0 || pump(captured, &o, static_cast<int>(std::min(left, 0.1) * 1000) + 1) < 0)
+      break;
+  }
+  if (!captured.empty() && any_open(captured)) {
+    // What is already buffered is scanned before the copier takes over.
+    for (int i = 0; i < 64 && pump(captured, &o, 0) > 0; i++) {
+    }
+  }
+  if (!captured.empty() && any_open(captured)) {
+    r.output_grace = kOutputGrace;
+    std::vector<std::string> streams;
+    for (const CapturedStream& c : captured)
+      if (c.source >= 0 && c.open)
+        if (std::string id = stream_identity(c); !id.empty()) streams.push_back(id);
+    for (long pid : processes_holding(host, streams, getpid()))
+      r.output_holders.push_back({pid, process_command(host, pid)});
+    r.output_left_open = true;
   }
   if (!captured.empty()) sigaction(SIGPIPE, &saved_pipe, nullptr);
   sigaction(SIGCHLD, &saved_chld, nullptr);
   forward_to.store(0);
   restore_signals();
-  r.seconds = now_seconds() - start;
+  if (r.output_left_open) hand_off(captured);
+  for (CapturedStream& c : captured)
+    if (c.source >= 0) close_stream(c);
   if (reaped) {
     rusage usage{};
     if (getrusage(RUSAGE_CHILDREN, &usage) == 0 && usage.ru_maxrss > 0)

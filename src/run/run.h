@@ -233,6 +233,15 @@ struct SampleOptions {
 HangSample sample_processes(const host::Host& host, const std::vector<long>& pids,
                             double idle_seconds, const SampleOptions& options = {});
 
+// A process's command line as one printable line (/proc/<pid>/cmdline);
+// "" when it cannot be read.
+std::string process_command(const host::Host& host, long pid);
+// The processes, other than `except`, with a descriptor open on one of
+// `targets` (as /proc/<pid>/fd links read: "pipe:[1234]", "/dev/pts/5"),
+// in pid order; processes whose descriptors cannot be read are not seen.
+std::vector<long> processes_holding(const host::Host& host, const std::vector<std::string>& targets,
+                                    long except);
+
 // Progress of a process tree: CPU time, bytes written, trace events.
 struct Progress {
   u64 cpu_ticks = 0;
@@ -243,9 +252,11 @@ Progress measure_progress(const host::Host& host, const std::vector<long>& pids,
                           const std::string& trace_dir);
 
 // Findings for a hang: the sample and the extension build locks it may wait
-// on, as facts for the detectors (RUN002 with the sample as evidence and the
-// likely cause: a JIT lock no process holds, a lock held by another process,
-// a rendezvous; the locks' own findings after it).
+// on (read only when a thread waits in torch's FileBaton, or no Python stack
+// says where the threads are), as facts for the detectors: RUN002 with the
+// sample as evidence and the likely cause (a JIT lock no process holds, a
+// lock held by another process, a rendezvous), the locks' own findings after
+// it, and RUN007 for a deadlock between the GIL and the loader's lock.
 // `rules` as AnalysisContext::rules.
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   const rules::RuleSet* rules, FindingSink& sink);
@@ -286,8 +297,10 @@ struct LaunchOptions {
   // which copies every byte to where they went and hands it to on_output.
   // A terminal stays a terminal for the child (a pseudo-terminal with the
   // real one's modes and size); a file or pipe becomes a pipe. Copying ends
-  // at end of file, as `cmd | tee` does: a descendant that keeps the stream
-  // open keeps mldoctor waiting.
+  // at end of file, or a grace period after the child exited: a process the
+  // job left running that still holds a stream (a daemon) is named in the
+  // result, and a copier that outlives mldoctor passes its later bytes on,
+  // unscanned, so that mldoctor returns when the job does.
   bool capture_output = false;
   std::function<void(int stream, ByteView data)> on_output;
 };
@@ -297,12 +310,22 @@ struct LaunchResult {
   bool started = false;  // exec succeeded
   long pid = 0;          // the child
   std::string error;     // why it did not start
-  double seconds = 0;
+  double seconds = 0;    // from the start to the child's exit
   // The largest resident set of the job's processes (getrusage of the
   // children mldoctor waited for, and theirs), when known.
   std::optional<u64> peak_rss_bytes;
   std::vector<HangSample> hangs;
   bool killed_on_hang = false;
+  // --logs: the output was still open `output_grace` seconds after the
+  // child exited; the processes that held it (pid, command line), when they
+  // could be seen.
+  bool output_left_open = false;
+  double output_grace = 0;
+  struct OutputHolder {
+    long pid = 0;
+    std::string command;
+  };
+  std::vector<OutputHolder> output_holders;
   std::vector<std::string> not_traced_reasons;  // static binary, setuid, ...
 };
 

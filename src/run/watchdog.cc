@@ -5,7 +5,9 @@
 // written (/proc/<pid>/io wchar: terminal, pipes and files alike) and the
 // size of the trace. A job that polls a lock every 0.1 s (torch's FileBaton,
 // seed 002) uses well under a tick per second and writes nothing, so it
-// counts as idle; a build or a training step does not.
+// counts as idle, and so do ranks hung in a collective whose gloo and store
+// threads wake now and then (up to 2 ticks a second plus one per process:
+// launch.cc); a build or a training step, which keeps a CPU busy, does not.
 //
 // On a hang every thread's state, wchan and current system call, each
 // process's open files, sockets (as addresses, an IPv4-mapped one as IPv4,
@@ -199,6 +201,43 @@ void add_python_stacks(ProcessSample& ps) {
 
 }  // namespace
 
+std::string process_command(const host::Host& host, long pid) {
+  std::optional<std::string> cmd = read_small(host, "/proc/" + std::to_string(pid) + "/cmdline");
+  if (!cmd) return "";
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < cmd->size();) {
+    size_t end = cmd->find('\0', i);
+    if (end == std::string::npos) end = cmd->size();
+    argv.push_back(cmd->substr(i, end - i));
+    i = end + 1;
+  }
+  return command_line(argv, 200);
+}
+
+std::vector<long> processes_holding(const host::Host& host, const std::vector<std::string>& targets,
+                                    long except) {
+  std::vector<long> out;
+  if (targets.empty()) return out;
+  std::optional<std::vector<std::string>> procs = host.list_dir("/proc");
+  if (!procs) return out;
+  for (const std::string& name : *procs) {
+    if (!is_number(name) || std::stol(name) == except) continue;
+    const std::string fd_dir = "/proc/" + name + "/fd";
+    std::optional<std::vector<std::string>> fds = host.list_dir(fd_dir);
+    if (!fds) continue;
+    for (const std::string& fd : *fds) {
+      std::optional<std::string> target = host.read_link(fd_dir + "/" + fd);
+      if (target && std::find(targets.begin(), targets.end(), *target) != targets.end()) {
+        out.push_back(std::stol(name));
+        break;
+      }
+    }
+    if (out.size() >= 16) break;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<long> process_tree(const host::Host& host, long root) {
   std::vector<long> out{root};
   for (size_t i = 0; i < out.size() && out.size() < 4096; i++) {
@@ -251,15 +290,10 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
     ProcessSample ps;
     ps.pid = pid;
     const std::string dir = "/proc/" + std::to_string(pid);
-    if (std::optional<std::string> cmd = read_small(host, dir + "/cmdline")) {
-      std::vector<std::string> argv;
-      for (size_t i = 0; i < cmd->size();) {
-        size_t end = cmd->find('\0', i);
-        if (end == std::string::npos) end = cmd->size();
-        argv.push_back(cmd->substr(i, end - i));
-        i = end + 1;
-      }
-      ps.command = command_line(argv, 200);
+    ps.command = process_command(host, pid);
+    if (std::optional<std::string> stat = read_small(host, dir + "/stat")) {
+      std::vector<std::string> f = stat_fields(*stat);
+      if (f.size() > 1 && is_number(f[1])) ps.ppid = std::stol(f[1]);
     }
     if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
       for (const std::string& tid : *tasks) {
@@ -347,6 +381,25 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
   return s;
 }
 
+namespace {
+
+// Whether the job may wait on an extension build lock: a thread is in
+// torch's FileBaton (its Python stack says so), or no Python stack could be
+// read to tell. A stale lock of some other extension in the caches is no
+// cause of a job that hangs elsewhere.
+bool may_wait_on_build_lock(const HangSample& sample) {
+  bool python = false;
+  for (const ProcessSample& p : sample.processes)
+    for (const ThreadSample& t : p.threads) {
+      python |= !t.python.empty();
+      for (const detect::PythonFrame& f : t.python)
+        if (f.file.ends_with("torch/utils/file_baton.py")) return true;
+    }
+  return !python;
+}
+
+}  // namespace
+
 void analyse_hang(const HangSample& sample, const host::Host& host, const std::string& cwd,
                   const rules::RuleSet* rules, FindingSink& sink) {
   detect::Facts facts;
@@ -355,11 +408,13 @@ void analyse_hang(const HangSample& sample, const host::Host& host, const std::s
   jit::JitOptions jo;
   jo.cwd = cwd;
   std::optional<jit::JitReport> locks;
-  try {
-    locks = jit::scan_locks(host, jo);
-    facts.jit = &*locks;
-  } catch (const std::exception& e) {
-    facts.jit_error = e.what();
+  if (may_wait_on_build_lock(sample)) {
+    try {
+      locks = jit::scan_locks(host, jo);
+      facts.jit = &*locks;
+    } catch (const std::exception& e) {
+      facts.jit_error = e.what();
+    }
   }
   std::vector<Finding> found =
       detect::findings(detect::run_detectors(facts), rules ? *rules : rules::RuleSet());

@@ -18,7 +18,9 @@ the odd rank as not where the others wait in a collective, with its Python
 line (rank.py:9, the sleep) and theirs (all_reduce at rank.py:11), read from
 the ranks' interpreters; lists it first with its pid (the pid the job gave
 it), groups the waiting ranks in one line, and the fix names the odd rank,
-its line and its pid.
+its line and its pid. DIST019 (the collective wait) says the same in its
+message and leads the report, RUN002 as its context, and asks a gloo job for
+no NCCL setting.
 """
 import os
 import re
@@ -28,35 +30,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 from mldtest import check, check_in, finish, scratch  # noqa: E402
-from scenarios import PY, expect_finding, run_traced, scenario_env, skip_unless  # noqa: E402
+from scenarios import PY, expect_finding, gloo_rank_job, run_traced, scenario_env, skip_unless  # noqa: E402
 
 skip_unless("torch")
 HANG = 10
 t = scratch()
-rank_py = os.path.join(t, "rank.py")
-with open(rank_py, "w") as f:
-    f.write("import os, time\n"
-            "if 'OMPI_COMM_WORLD_RANK' in os.environ: os.environ.update(RANK=os.environ['OMPI_COMM_WORLD_RANK'], "
-            "WORLD_SIZE=os.environ['OMPI_COMM_WORLD_SIZE'], MASTER_ADDR='127.0.0.1')\n"
-            "import torch\n"
-            "import torch.distributed as dist\n"
-            "dist.init_process_group('gloo')\n"
-            "rank = dist.get_rank()\n"
-            "print('rank %d up pid %d' % (rank, os.getpid()), flush=True)\n"
-            "if rank == int(os.environ['ODD_RANK']):\n"
-            "    time.sleep(600)\n"
-            "t = torch.ones(4)\n"
-            "dist.all_reduce(t)\n"
-            "print('rank %d done' % rank, flush=True)\n")
-launch_py = os.path.join(t, "launch.py")
-with open(launch_py, "w") as f:
-    f.write("import os, socket, subprocess, sys\n"
-            "n, odd = int(sys.argv[1]), sys.argv[2]\n"
-            "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
-            "procs = [subprocess.Popen([sys.executable, sys.argv[3]], env=dict(os.environ,\n"
-            "    RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR='127.0.0.1',\n"
-            "    MASTER_PORT=str(port), ODD_RANK=odd)) for r in range(n)]\n"
-            "sys.exit(max(p.wait() for p in procs))\n")
+rank_py, launch_py = gloo_rank_job(t)
 env = scenario_env()
 legs = [("launcher", 2, 1), ("launcher", 4, 2)]
 if shutil.which("mpirun"):
@@ -117,6 +96,18 @@ for launcher, n, odd in legs:
             check_in("[rank%d]:     all_reduce (torch/distributed/distributed_c10d.py:" % r, ev,
                      "%d ranks: DIST019 shows waiting rank %d's frame" % (n, r))
         check("[rank%d]:" % odd not in ev, "%d ranks: not the odd rank's" % n)
+        # The collective wait worded with what the sample holds: the odd
+        # rank asleep at its line; a gloo job gets no NCCL setting.
+        check_in("rank %d is asleep (clock_nanosleep) at rank.py:9 (<module>) while %s wait%s in all_reduce at "
+                 "rank.py:11 (<module>)" % (odd, names, "s" if n == 2 else ""), coll.get("message", ""),
+                 "%d ranks: DIST019 names the odd rank with its line" % n)
+        check("NCCL_DEBUG=INFO" not in coll.get("env_fix", []), "%d ranks: gloo: no NCCL_DEBUG in %r"
+              % (n, coll.get("env_fix")))
+        incidents = doc.get("incidents") or []
+        rules_of = [f.get("rule") for f in doc["findings"]]
+        check(bool(incidents) and incidents[0].get("rule") == "DIST019" and
+              "RUN002" in [rules_of[i] for i in incidents[0].get("context", [])],
+              "%d ranks: DIST019 leads, the hang is its context: %r" % (n, incidents[:1]))
     fix = hang.get("fix", "")
     check_in("look at what rank %d is doing at rank.py:9 (<module>) instead of joining the others in "
              "all_reduce at rank.py:11 (<module>) (pid %d; its whole stack: mldoctor stacks %d)"

@@ -16,8 +16,8 @@ progress, the job waiting for a build lock no process holds, with where its
 threads sleep, with their native stacks and the Python stack read from the
 interpreter: file_baton's wait under _jit_compile under the script's line),
 JIT023 (the same stack signature a pasted py-spy dump matches) and JIT001 whose subject is T/x2/lock, with the fix
-`mldoctor jit --fix`; the job is then stopped (SIGTERM) and the report says
-so. The hang must be reported within the timeout plus the job's start-up.
+`mldoctor jit --fix`, as one incident led by JIT001 (RUN002 and JIT023 its
+context); the job is then stopped (SIGTERM) and the report says so. The hang must be reported within the timeout plus the job's start-up.
 """
 import os
 import re
@@ -26,25 +26,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 from mldtest import check, check_in, finish, scratch  # noqa: E402
-from scenarios import PY, expect_finding, finding_text, run_traced, scenario_env, skip_unless  # noqa: E402
+from scenarios import expect_finding, finding_text, run_traced, skip_unless, stale_lock_job  # noqa: E402
 
 skip_unless("torch")
 HANG = 20
 t = scratch()
-root = os.path.join(t, "ext")
-os.makedirs(os.path.join(root, "x2"))
-lock = os.path.join(root, "x2", "lock")
-open(lock, "w").close()
-home = os.path.join(t, "home")
-os.makedirs(home)
-env = scenario_env(TORCH_EXTENSIONS_DIR=root, HOME=home)
-code = ("import torch.utils.cpp_extension as ce\n"
-        "print('loading', flush=True)\n"
-        "m = ce.load_inline(name='x2', cpp_sources='int f() { return 42; }', functions=['f'])\n"
-        "print('loaded', m.f())\n")
+argv, env, home, lock = stale_lock_job(t)
 os.chdir(home)
 start = time.monotonic()
-doc, job = run_traced([PY, "-c", code], env, timeout=HANG + 240,
+doc, job = run_traced(argv, env, timeout=HANG + 240,
                       extra=["--hang-timeout", str(HANG), "--kill-on-hang"])
 took = time.monotonic() - start
 print("job: exit %d after %.1f s, stdout %r" % (job.returncode, took, job.stdout))
@@ -76,5 +66,17 @@ if stack:
 stale = expect_finding(doc, "JIT001", "the stale lock")
 if stale:
     check(stale["subject"] == lock, "JIT001 names the lock path %s: %r" % (lock, stale["subject"]))
+# One cause, one incident: the stale lock leads, the hang and the wait are
+# its context.
+if doc:
+    incidents = doc.get("incidents") or []
+    rules_of = [f.get("rule") for f in doc["findings"]]
+    check(bool(incidents) and incidents[0].get("rule") == "JIT001",
+          "the first incident is the stale lock: %r" % incidents[:1])
+    if incidents:
+        context = sorted(rules_of[i] for i in incidents[0].get("context", []))
+        check(context == ["JIT023", "RUN002"], "the hang and the FileBaton wait are its context: %r" % context)
+        check(not any(inc.get("rule") in ("RUN002", "JIT023") for inc in incidents),
+              "neither leads an incident of its own: %r" % incidents)
 check(os.path.exists(lock), "run never removes anything: the lock is still there")
 finish(os.path.basename(__file__))

@@ -1,10 +1,13 @@
 // RUN002 — a job that makes no progress (no CPU time, no output, no trace
 // events for the watchdog's timeout): what each process's threads wait in,
-// with their Python and native stacks, as evidence (ranks grouped by where
-// their main threads are, the odd one named with its Python line), and the likely cause from the
-// facts `run` read while it hung: a torch extension build lock no process
-// holds (seed 002) or one another process holds (facts.jit, locks only), or
-// a TCP connection nothing answers (a rendezvous address).
+// with their Python and native stacks, as evidence (ranks, or the workers of
+// torch.multiprocessing.spawn, grouped by where their main threads are, the
+// odd one named with its Python line: detect/hang.cc), and the likely cause
+// from the facts `run` read while it hung: a torch extension build lock no
+// process holds (seed 002) or one another process holds (facts.jit, locks
+// only), or a TCP connection nothing answers (a rendezvous address). The
+// rule is an envelope: a finding that names the cause (the lock, a
+// collective wait, a deadlock) leads the report with this one as context.
 #include <algorithm>
 #include <map>
 
@@ -12,82 +15,10 @@
 
 namespace {
 
-// "0, 2–4, 7"
-std::string rank_list(std::vector<mld::u32> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) j++;
-    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
-           (j > i ? "–" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
-const mld::detect::ThreadSample* main_thread(const mld::detect::ProcessSample& p) {
-  for (const mld::detect::ThreadSample& t : p.threads)
-    if (t.tid == p.pid) return &t;
-  return p.threads.empty() ? nullptr : &p.threads.front();
-}
-
-// Whether a Python frame is torch.distributed's (a collective, a barrier,
-// the store or the rendezvous).
-bool distributed_frame(const mld::detect::PythonFrame& f) {
-  return f.file.find("torch/distributed/") != std::string::npos;
-}
-
-// Where a process's main thread is, for grouping ranks: its system call (or
-// state) and kernel wait channel, then its Python frames when they were
-// read (the innermost, and the user's own line that led there), else its
-// innermost native frames.
-struct Place {
-  std::string text;
-  bool collective = false;  // waiting inside torch.distributed
-  std::string user_line;    // "train.py:88 (main)": the user's own frame, when known
-  std::string call;         // "all_reduce": the library function the user's line called
-};
-
-Place main_thread_place(const mld::detect::ProcessSample& p) {
-  using namespace mld::detect;
-  Place out;
-  const ThreadSample* main = main_thread(p);
-  if (!main) {
-    out.text = "?";
-    return out;
-  }
-  out.text = main->syscall.empty() ? std::string(1, main->state) : main->syscall;
-  if (!main->wchan.empty()) out.text += " in " + main->wchan;
-  if (!main->python.empty()) {
-    const PythonFrame* user = user_python_frame(main->python);
-    out.text += ": " + python_frame_text(main->python.front());
-    if (user) {
-      // The script by its name (train.py:88): the full path is in the evidence.
-      const std::string file = user->file.substr(user->file.rfind('/') + 1);
-      out.user_line = file + ":" + std::to_string(user->line) + " (" + user->function + ")";
-      if (user != &main->python.front()) {
-        out.call = (user - 1)->function;
-        out.text += " <- ... " + python_frame_text(*user);
-      }
-    }
-    for (const PythonFrame& f : main->python) out.collective |= distributed_frame(f);
-  } else {
-    for (size_t i = 0; i < main->stack.size() && i < 6; i++)
-      out.text += (i ? " <- " : ": ") + main->stack[i];
-  }
-  // Native frames inside torch.distributed (c10d::Work::wait, gloo, NCCL).
-  for (const std::string& frame : main->stack)
-    for (const char* lib : {"c10d::", "gloo::", "nccl", "NCCL"})
-      out.collective |= frame.find(lib) != std::string::npos;
-  return out;
-}
-
 // "clock_nanosleep at train.py:41 (load_batch)": a place in a sentence.
-std::string place_words(const Place& p) {
-  std::string wait = p.text.substr(0, p.text.find(':'));
-  if (p.user_line.empty()) return wait;
-  return (p.call.empty() ? "" : p.call + " ") + "at " + p.user_line + ", main thread in " + wait;
+std::string place_words(const mld::detect::HangPlace& p) {
+  if (p.user_line.empty()) return p.wait;
+  return (p.call.empty() ? "" : p.call + " ") + "at " + p.user_line + ", main thread in " + p.wait;
 }
 
 // A thread's Python stack on one line, innermost first (12 frames at most).
@@ -97,6 +28,16 @@ std::string python_line(const std::vector<mld::detect::PythonFrame>& frames) {
     out += (i ? " <- " : "") + mld::detect::python_frame_text(frames[i]);
   if (frames.size() > 12) out += " <- ... (" + std::to_string(frames.size()) + " frames)";
   return out;
+}
+
+// What shows why a collective never completes, for the job's backend.
+std::string debug_words(const std::string& backend) {
+  if (backend == "gloo")
+    return "TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch check that every rank calls the same "
+           "collectives";
+  if (backend == "nccl") return "run with NCCL_DEBUG=INFO for a collective that never completes";
+  return "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that every rank calls the same collectives "
+         "(NCCL_DEBUG=INFO too for an NCCL job)";
 }
 
 }  // namespace
@@ -122,98 +63,74 @@ MLD_DETECTOR(RUN002) {
                  std::to_string(sample.processes.size()) +
                  (sample.processes.size() == 1 ? " process" : " processes") + "; threads: " + what +
                  ")";
-  // The ranks of a distributed job, grouped by where their main threads
-  // are: ranks waiting in one collective look alike, and a rank that is
-  // somewhere else (it never reached the collective) is named first.
-  std::map<std::string, std::vector<u32>> ranks_at;
-  std::map<std::string, Place> places;
-  std::map<u32, long> pid_of_rank;
-  for (const detect::ProcessSample& p : sample.processes)
-    if (p.rank) {
-      Place place = main_thread_place(p);
-      ranks_at[place.text].push_back(*p.rank);
-      places[place.text] = place;
-      pid_of_rank[*p.rank] = p.pid;
-    }
-  std::string odd_rank;
+  // The ranks of a distributed job (or spawn()'s workers), grouped by where
+  // their main threads are: ranks waiting in one collective look alike, and
+  // a rank that is somewhere else (it never reached the collective) is named
+  // first.
+  const detect::HangPeers peers = detect::hang_peers(sample);
+  std::string odd_names;
   long odd_pid = 0;
-  const Place* odd_place = nullptr;
-  const Place* waiting_place = nullptr;
-  if (pid_of_rank.size() >= 2) {
-    std::vector<std::pair<std::string, std::vector<u32>>> groups(ranks_at.begin(), ranks_at.end());
-    auto collective = [&](const std::string& text) { return places[text].collective; };
-    std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
-      return a.second.size() > b.second.size();
-    });
-    // Ranks waiting in a collective while others are not: those are the odd
-    // ones, however many wait (rank 1 of 2 asleep before all_reduce).
-    // Otherwise a place most ranks share, and the rest. Odd ones go first.
-    std::stable_partition(groups.begin(), groups.end(),
-                          [&](const auto& g) { return collective(g.first); });
-    const bool collective_split =
-        groups.size() >= 2 && collective(groups[0].first) && !collective(groups.back().first);
-    if (!collective_split)
-      std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
-        return a.second.size() > b.second.size();
-      });
-    const bool majority = groups.size() >= 2 &&
-                          (collective_split || groups[0].second.size() > groups[1].second.size());
-    if (groups.size() == 1) {
-      hang.message += "; ranks " + rank_list(groups[0].second) + " all wait in one place";
-      if (!places[groups[0].first].user_line.empty())
-        hang.message += " (" + place_words(places[groups[0].first]) + ")";
-    } else if (majority) {
-      // With a collective split, every group not in a collective is odd;
-      // otherwise every group but the largest.
-      size_t first_odd = 1;
-      if (collective_split)
-        while (first_odd < groups.size() && collective(groups[first_odd].first)) first_odd++;
-      std::vector<u32> odd, waiting;
-      for (size_t g = 0; g < groups.size(); g++) {
-        std::vector<u32>& into = g < first_odd ? waiting : odd;
-        into.insert(into.end(), groups[g].second.begin(), groups[g].second.end());
-      }
-      odd_rank = (odd.size() == 1 ? "rank " : "ranks ") + rank_list(odd);
-      odd_pid = pid_of_rank[*std::min_element(odd.begin(), odd.end())];
-      odd_place = &places[groups[first_odd].first];
-      waiting_place = &places[groups[0].first];
-      hang.message += "; " + odd_rank + (odd.size() == 1 ? " is" : " are") + " not where " +
-                      (waiting.size() == 1 ? "rank " : "ranks ") + rank_list(waiting) +
-                      (collective_split ? (waiting.size() == 1 ? " waits in a collective"
-                                                               : " wait in a collective")
-                                        : (waiting.size() == 1 ? " is" : " are"));
-      if (!odd_place->user_line.empty() || !waiting_place->user_line.empty())
-        hang.message += " (" + odd_rank + ": " + place_words(*odd_place) +
-                        (groups.size() - first_odd > 1 ? ", ..." : "") + "; " +
-                        (waiting.size() == 1 ? "rank " : "ranks ") + rank_list(waiting) + ": " +
-                        place_words(*waiting_place) + ")";
-      else
-        hang.message += " (main thread in " + place_words(*odd_place) +
-                        (groups.size() - first_odd > 1 ? ", ..." : "") + ")";
-      std::rotate(groups.begin(), groups.begin() + static_cast<long>(first_odd), groups.end());
-    } else {
+  const detect::HangPlace* odd_place = nullptr;
+  const detect::HangPlace* waiting_place = nullptr;
+  const std::string peers_word = peers.by_rank ? "ranks" : "processes";
+  if (peers.groups.size() == 1) {
+    hang.message += "; " + peers.names(peers.groups[0].members) + " all wait in one place";
+    if (!peers.groups[0].place.user_line.empty())
+      hang.message += " (" + place_words(peers.groups[0].place) + ")";
+  } else if (peers.odd > 0) {
+    const std::vector<const detect::ProcessSample*> odd = peers.odd_members(),
+                                                    waiting = peers.waiting_members();
+    odd_names = peers.names(odd);
+    odd_pid = peers.groups[0].members.front()->pid;
+    odd_place = &peers.groups[0].place;
+    waiting_place = &peers.groups[peers.odd].place;
+    const std::string waiting_names = peers.names(waiting);
+    hang.message +=
+        "; " + odd_names + (odd.size() == 1 ? " is" : " are") + " not where " + waiting_names +
+        (peers.collective_split
+             ? (waiting.size() == 1 ? " waits in a collective" : " wait in a collective")
+             : (waiting.size() == 1 ? " is" : " are"));
+    if (!odd_place->user_line.empty() || !waiting_place->user_line.empty())
+      hang.message += " (" + odd_names + ": " + place_words(*odd_place) +
+                      (peers.odd > 1 ? ", ..." : "") + "; " + waiting_names + ": " +
+                      place_words(*waiting_place) + ")";
+    else
       hang.message +=
-          "; the ranks' main threads are in " + std::to_string(groups.size()) + " different places";
-    }
-    for (const auto& [place, ranks] : groups) {
-      std::string pids;
-      for (u32 r : ranks) pids += (pids.empty() ? "" : ", ") + std::to_string(pid_of_rank[r]);
-      hang.evidence.push_back({(ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks) +
-                                   " (pid " + pids + "), main thread: " + place,
-                               "", std::nullopt});
-    }
+          " (main thread in " + place_words(*odd_place) + (peers.odd > 1 ? ", ..." : "") + ")";
+  } else if (!peers.groups.empty()) {
+    hang.message += "; the " + peers_word + "' main threads are in " +
+                    std::to_string(peers.groups.size()) + " different places";
   }
-  // No ranks to compare: where the first Python process's main thread is.
-  if (pid_of_rank.size() < 2) {
-    for (const detect::ProcessSample& p : sample.processes) {
-      const Place place = main_thread_place(p);
-      if (place.user_line.empty()) continue;
-      hang.message += "; pid " + std::to_string(p.pid) +
-                      "'s main thread: " + (place.call.empty() ? "" : place.call + "() called ") +
-                      "at " + place.user_line + ", in " +
-                      place.text.substr(0, place.text.find(':'));
-      break;
-    }
+  for (const detect::HangPeers::Group& g : peers.groups) {
+    std::string pids;
+    for (const detect::ProcessSample* p : g.members)
+      pids += (pids.empty() ? "" : ", ") + std::to_string(p->pid);
+    hang.evidence.push_back({peers.names(g.members) +
+                                 (peers.by_rank ? " (pid " + pids + ")" : std::string()) +
+                                 ", main thread: " + g.place.text,
+                             "", std::nullopt});
+  }
+  // No ranks to compare: where a Python process's main thread is, a worker
+  // before the launcher that waits for it (spawn()'s join says nothing).
+  if (peers.groups.empty()) {
+    const detect::ProcessSample* shown = nullptr;
+    detect::HangPlace shown_place;
+    for (int pass = 0; pass < 2 && !shown; pass++)
+      for (const detect::ProcessSample& p : sample.processes) {
+        const bool parent =
+            std::any_of(sample.processes.begin(), sample.processes.end(),
+                        [&](const detect::ProcessSample& c) { return c.ppid == p.pid; });
+        if (pass == 0 && parent) continue;
+        detect::HangPlace place = detect::main_thread_place(p);
+        if (place.user_line.empty()) continue;
+        shown = &p;
+        shown_place = std::move(place);
+        break;
+      }
+    if (shown)
+      hang.message += "; pid " + std::to_string(shown->pid) + "'s main thread: " +
+                      (shown_place.call.empty() ? "" : shown_place.call + "() called ") + "at " +
+                      shown_place.user_line + ", in " + shown_place.wait;
   }
   for (const detect::ProcessSample& p : sample.processes) {
     hang.evidence.push_back({"pid " + std::to_string(p.pid) +
@@ -305,10 +222,10 @@ MLD_DETECTOR(RUN002) {
     hang.fix =
         "nothing answers at that address: check MASTER_ADDR and MASTER_PORT (rank 0 must be up and "
         "listening there), the interface the name resolves to, and any firewall between the nodes";
-  } else if (!odd_rank.empty()) {
+  } else if (!odd_names.empty()) {
     const bool lines = odd_place && !odd_place->user_line.empty();
     hang.fix =
-        "look at what " + odd_rank + " is doing" +
+        "look at what " + odd_names + " is doing" +
         (lines ? " at " + odd_place->user_line : std::string()) + " instead of joining the others" +
         (waiting_place && !waiting_place->call.empty()
              ? " in " + waiting_place->call +
@@ -318,12 +235,14 @@ MLD_DETECTOR(RUN002) {
                      std::to_string(odd_pid) + ")"
                : " (its Python stack: mldoctor stacks " + std::to_string(odd_pid) + ")") +
         ": a rank that skips a collective, runs a different number of them, or is slow "
-        "before it keeps every other rank waiting; run with NCCL_DEBUG=INFO for a collective "
-        "that never completes";
+        "before it keeps every other rank waiting; " +
+        debug_words(peers.backend);
+  } else if (!peers.groups.empty()) {
+    hang.fix = "look at where the " + peers_word + " wait (above); " + debug_words(peers.backend);
   } else {
     hang.fix =
-        "look at where the threads wait (above); run with NCCL_DEBUG=INFO for a collective that "
-        "never completes; mldoctor jit for build locks";
+        "look at where the threads wait (above; mldoctor stacks PID for a whole stack); "
+        "mldoctor jit for build locks";
   }
   out.push_back(std::move(hang));
 }

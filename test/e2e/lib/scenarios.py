@@ -314,3 +314,58 @@ def summary(doc):
         return "(no document)"
     return json.dumps([(f.get("rule"), f.get("severity"), f.get("subject"), f.get("message"))
                        for f in doc.get("findings") or [] if isinstance(f, dict)], indent=1)
+
+
+# --- hung jobs of `mldoctor run --hang-timeout` (run-*.py) ---------------------
+
+def stale_lock_job(t):
+    """Seed 002: load_inline() of extension x2 with TORCH_EXTENSIONS_DIR=T/ext
+    holding an empty x2/lock (what a SIGKILLed builder leaves), HOME a scratch
+    directory so the developer's own caches are not looked at. Returns
+    (argv, env, cwd, lock path); the job prints "loading", and "loaded" only
+    if it gets past the lock."""
+    root = os.path.join(t, "ext")
+    os.makedirs(os.path.join(root, "x2"))
+    lock = os.path.join(root, "x2", "lock")
+    open(lock, "w").close()
+    home = os.path.join(t, "home")
+    os.makedirs(home)
+    code = ("import torch.utils.cpp_extension as ce\n"
+            "print('loading', flush=True)\n"
+            "m = ce.load_inline(name='x2', cpp_sources='int f() { return 42; }', functions=['f'])\n"
+            "print('loaded', m.f())\n")
+    return [PY, "-c", code], scenario_env(TORCH_EXTENSIONS_DIR=root, HOME=home), home, lock
+
+
+def gloo_rank_job(t):
+    """A gloo job of Debian's torch where rank ODD_RANK sleeps before
+    all_reduce (rank.py:9) and the others wait in it (rank.py:11); every rank
+    prints "rank R up pid P" after init_process_group and "rank R done" after
+    all_reduce. launch.py N ODD rank.py starts N ranks with the variables
+    torchrun sets; under mpirun rank.py takes Open MPI's. Returns (rank.py,
+    launch.py)."""
+    rank_py = os.path.join(t, "rank.py")
+    with open(rank_py, "w") as f:
+        f.write("import os, time\n"
+                "if 'OMPI_COMM_WORLD_RANK' in os.environ: os.environ.update(RANK=os.environ['OMPI_COMM_WORLD_RANK'], "
+                "WORLD_SIZE=os.environ['OMPI_COMM_WORLD_SIZE'], MASTER_ADDR='127.0.0.1')\n"
+                "import torch\n"
+                "import torch.distributed as dist\n"
+                "dist.init_process_group('gloo')\n"
+                "rank = dist.get_rank()\n"
+                "print('rank %d up pid %d' % (rank, os.getpid()), flush=True)\n"
+                "if rank == int(os.environ['ODD_RANK']):\n"
+                "    time.sleep(600)\n"
+                "t = torch.ones(4)\n"
+                "dist.all_reduce(t)\n"
+                "print('rank %d done' % rank, flush=True)\n")
+    launch_py = os.path.join(t, "launch.py")
+    with open(launch_py, "w") as f:
+        f.write("import os, socket, subprocess, sys\n"
+                "n, odd = int(sys.argv[1]), sys.argv[2]\n"
+                "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+                "procs = [subprocess.Popen([sys.executable, sys.argv[3]], env=dict(os.environ,\n"
+                "    RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR='127.0.0.1',\n"
+                "    MASTER_PORT=str(port), ODD_RANK=odd)) for r in range(n)]\n"
+                "sys.exit(max(p.wait() for p in procs))\n")
+    return rank_py, launch_py
