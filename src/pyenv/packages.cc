@@ -596,23 +596,36 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
     PythonFacts facts = parse_probe_answer(*recorded, choice.path + " (recorded): ");
     return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
   }
+  std::string timed_out;
   if (options.run_interpreter && host.is_live_root()) {
     // A live shim is simply run: pyenv makes its own choice.
-    PythonFacts facts = probe_interpreter(host, choice.path, options.probe);
-    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+    try {
+      PythonFacts facts = probe_interpreter(host, choice.path, options.probe);
+      return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+    } catch (const ProbeTimeout& e) {
+      // What does not need the interpreter to answer is still there to
+      // read: its layout, as under --root.
+      timed_out = e.what();
+    }
   }
   // A pyenv shim has no layout of its own: the layout is that of the
   // interpreter pyenv would run.
   std::string layout_of = choice.path;
-  if (std::optional<PyenvShim> shim = read_pyenv_shim(host, choice.path)) {
-    if (!shim->target) throw PyenvError(choice.path + ": a pyenv shim; " + shim->error);
-    layout_of = *shim->target;
-    choice.reason +=
-        ", a pyenv shim for " + shim->version +
-        (shim->version_origin.empty() ? " (no version set)" : " set by " + shim->version_origin);
+  try {
+    if (std::optional<PyenvShim> shim = read_pyenv_shim(host, choice.path)) {
+      if (!shim->target) throw PyenvError(choice.path + ": a pyenv shim; " + shim->error);
+      layout_of = *shim->target;
+      choice.reason +=
+          ", a pyenv shim for " + shim->version +
+          (shim->version_origin.empty() ? " (no version set)" : " set by " + shim->version_origin);
+    }
+    PythonFacts facts = infer_from_layout(host, layout_of);
+    facts.probe_error = timed_out;
+    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+  } catch (const PyenvError& e) {
+    if (timed_out.empty()) throw;
+    throw ProbeTimeout(timed_out + "; nor does its layout describe it: " + e.what());
   }
-  PythonFacts facts = infer_from_layout(host, layout_of);
-  return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 
 std::vector<FoundPackage> find_known_packages(const host::Host& host, const PythonFacts& python,

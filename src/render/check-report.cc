@@ -99,6 +99,9 @@ std::optional<Pointer> best_other(const check::CheckReport& r) {
   return p;
 }
 
+// The files not read that the header lists; the JSON has every one.
+constexpr size_t kNotReadShown = 10;
+
 // What "no findings" holds for when the packages are elsewhere.
 std::string checked_interpreter(const check::CheckReport& r) {
   if (!r.python) return "no Python examined";
@@ -173,6 +176,8 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
     rows.push_back({"Python", e.python.version + " " + e.python.executable + " (" +
                                   e.interpreter.reason + ")" +
                                   (e.python.in_venv() ? " · venv " + e.python.prefix : "")});
+    if (!e.python.probe_error.empty())
+      rows.push_back({"", "described from its layout: " + e.python.probe_error});
     std::string pk;
     for (const pyenv::ImportedPackage& p : e.packages) {
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + p.version.value_or("?");
@@ -250,6 +255,12 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
   for (const hostfacts::EnvVar& v : r.facts.env.variables)
     env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
   rows.push_back({"Env", env.empty() ? "no native-layer variables set" : env});
+  // Files refused because they are no regular files: each is a FIFO, a
+  // socket or a device where a file should be, and a user acts on it.
+  for (size_t i = 0; i < r.not_read.size() && i < kNotReadShown; i++)
+    rows.push_back({i ? "" : "Not read", r.not_read[i].path + ": " + r.not_read[i].what});
+  if (r.not_read.size() > kNotReadShown)
+    rows.push_back({"", std::to_string(r.not_read.size() - kNotReadShown) + " more (--json)"});
   return rows;
 }
 
