@@ -294,9 +294,12 @@ struct ProcessSample {
   std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
   std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
   std::string stacks_error;             // why there are no native stacks
-  bool cpython = false;                 // the process runs a CPython interpreter
-  std::string python_version;           // "3.11.2"
-  std::string python_interpreter;       // the file that defines _PyRuntime
+  // Why the process has no stacks at all: "pid N is a zombie: ..." or "pid N
+  // is a kernel thread: ..." (pystack::without_stacks); "" otherwise.
+  std::string without_stacks;
+  bool cpython = false;            // the process runs a CPython interpreter
+  std::string python_version;      // "3.11.2"
+  std::string python_interpreter;  // the file that defines _PyRuntime
   // Why the Python stacks were not read: for a CPython process (permission,
   // an unsupported release), or why the process is not taken for one.
   std::string python_error;
