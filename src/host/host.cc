@@ -15,7 +15,7 @@
 #include <linux/openat2.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -653,10 +653,11 @@ std::optional<std::string> Host::real_path(std::string_view path) const {
 }
 
 std::optional<Host::Space> Host::filesystem_space(std::string_view path) const {
-  struct statvfs st;
-  if (::statvfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
-  return Space{static_cast<u64>(st.f_blocks) * st.f_frsize,
-               static_cast<u64>(st.f_bavail) * st.f_frsize};
+  struct statfs st;
+  if (::statfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
+  const u64 unit = static_cast<u64>(st.f_frsize ? st.f_frsize : st.f_bsize);
+  return Space{static_cast<u64>(st.f_blocks) * unit, static_cast<u64>(st.f_bavail) * unit,
+               static_cast<u64>(st.f_type)};
 }
 
 std::optional<Host::Limit> Host::resource_limit(int resource) const {

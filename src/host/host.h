@@ -179,10 +179,11 @@ class Host {
   // by this path.
   std::optional<std::string> real_path(std::string_view path) const;
 
-  // statvfs(2) of the filesystem holding `path` under the root.
+  // statfs(2) of the filesystem holding `path` under the root.
   struct Space {
     u64 size_bytes = 0;
     u64 free_bytes = 0;  // available to unprivileged users
+    u64 type = 0;        // f_type: TMPFS_MAGIC, EXT4_SUPER_MAGIC... (statfs(2))
   };
   std::optional<Space> filesystem_space(std::string_view path) const;
   // getrlimit(2) of this process: the live machine only (nullopt under a

@@ -137,9 +137,15 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
   std::string mem = f.memory.total_bytes ? hostfacts::human_bytes(*f.memory.total_bytes) : "?";
   if (f.memory.available_bytes)
     mem += " (" + hostfacts::human_bytes(*f.memory.available_bytes) + " available)";
-  mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes)
-                                            : std::string(f.shm.present ? "?" : "absent"));
-  if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
+  if (f.shm.disk_backed) {
+    // Not the disk's size: that is no shared-memory size (HOST004 says more).
+    mem += " · /dev/shm not a tmpfs (a directory on " + f.shm.fstype +
+           (f.shm.mount_point.empty() ? "" : " at " + f.shm.mount_point) + ")";
+  } else {
+    mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes)
+                                              : std::string(f.shm.present ? "?" : "absent"));
+    if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
+  }
   rows.push_back({"Memory", mem});
   auto lim = [](const hostfacts::ResourceLimit& l, bool bytes) {
     if (!l.known) return std::string("?");
