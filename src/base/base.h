@@ -1,7 +1,8 @@
 // base.h — the bottom layer: fixed-width integer names, checked arithmetic,
 // bounds-checked byte views over untrusted input, memory-mapped files and the
-// typed errors every parser throws. Nothing here knows about ELF or Linux
-// beyond mmap(2).
+// typed errors every parser throws, and the one way files of untrusted trees
+// are opened (regular files only). Nothing here knows about ELF, and of
+// Linux only mmap(2), O_PATH and /proc/self/fd.
 #pragma once
 
 #include <cstddef>
@@ -59,6 +60,43 @@ class IoError : public std::runtime_error {
  private:
   int error_number_;
 };
+
+// ─── Opening files of trees mldoctor does not own ──────────────────────────
+// site-packages, a --root image, another process's /proc: any name there may
+// be a FIFO (open(2) for reading waits for a writer, forever), a device (its
+// driver runs at open: a watchdog, a tape, a serial line) or a socket. Every
+// file of such a tree is opened by open_regular(): the path is resolved once
+// with O_PATH, which opens nothing, that descriptor is fstat()ed, and only a
+// regular file is then opened for reading, through /proc/self/fd so that the
+// file opened is the one examined, with O_NONBLOCK (a lease cannot make the
+// open wait either) and O_NOCTTY. procfs and sysfs files are regular files.
+
+// What a file is, in words: "a FIFO", "a socket", "a directory", "a character
+// device", "a block device", "a symbolic link", "a regular file".
+std::string_view file_type_name(u32 st_mode);
+
+// A file opened by open_regular(): the descriptor (O_RDONLY, O_CLOEXEC; the
+// caller closes it) and what fstat() said, or why there is none.
+struct OpenedFile {
+  int fd = -1;
+  u64 size = 0, dev = 0, ino = 0;
+  u32 mode = 0;     // st_mode of what the path names, when it could be examined
+  int error = 0;    // errno of the call that failed; 0 when refused for its type
+  std::string why;  // fd < 0: "not a regular file (a FIFO)", else the errno text
+};
+
+// Opens what `path_fd` (an O_PATH descriptor, closed here) names for reading
+// when it is a regular file. Where /proc is not mounted (a bare chroot),
+// `open_again(flags)` opens the same path again (-1 with errno on failure)
+// and the file is accepted only when it is the same inode.
+OpenedFile open_regular_at(int path_fd, const std::function<int(int flags)>& open_again);
+// The same for a path of this machine.
+OpenedFile open_regular(const std::string& path);
+// At most `max_bytes` of the regular file at `path`; nullopt with *why set
+// ("not a regular file (a FIFO)", an errno text) and errno (0 when refused
+// for its type) when it is not read.
+std::optional<std::string> read_regular_file(const std::string& path, u64 max_bytes,
+                                             std::string* why = nullptr);
 
 // Checked arithmetic on untrusted sizes and offsets.
 // `s` without leading and trailing ASCII whitespace (space, \t, \n, \r,
@@ -169,7 +207,11 @@ class ByteView {
 // an empty view. Throws IoError with the path and errno text on failure.
 class MappedFile {
  public:
+  // Only a regular file is mapped (open_regular()).
   static MappedFile open(const std::string& path);
+  // Maps the regular file `f` opened (and closes its descriptor); throws
+  // IoError naming `name` when f holds none.
+  static MappedFile adopt(OpenedFile f, const std::string& name);
   MappedFile() = default;
   MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
   MappedFile& operator=(MappedFile&& o) noexcept;
@@ -234,11 +276,13 @@ class ViewSource final : public ByteSource {
 // Not synchronised: one thread at a time per SparseFile.
 class SparseFile final : public ByteSource {
  public:
-  // Opens `path` (throws IoError as MappedFile::open does).
+  // Opens `path` when it is a regular file (open_regular(); throws IoError
+  // as MappedFile::open does).
   static std::shared_ptr<SparseFile> open(const std::string& path);
   // Adopts `fd`, an open descriptor of `name`; `reopen` gives a new
-  // descriptor of the same path (-1 with errno on failure). Throws IoError
-  // when fd is not a regular file (and closes it).
+  // descriptor of the same path (-1 with errno on failure), and must open
+  // it as open_regular() does. Throws IoError when fd is not a regular file
+  // (and closes it).
   static std::shared_ptr<SparseFile> adopt(int fd, std::string name, std::function<int()> reopen);
   SparseFile(const SparseFile&) = delete;
   SparseFile& operator=(const SparseFile&) = delete;

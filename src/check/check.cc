@@ -21,14 +21,6 @@ u16 machine_of(const std::string& python_machine) {
   return elf::EM_X86_64;
 }
 
-std::string describe_step(const pyenv::ImportStep& s) {
-  std::string d = "import " + s.import_name;
-  std::string what = s.module.empty() ? s.path.substr(s.path.rfind('/') + 1) : s.module;
-  if (s.when == pyenv::LoadTime::FirstParallelUse) d = s.import_name + "'s first parallel call";
-  if (s.when == pyenv::LoadTime::MklFirstCall) d = s.import_name + "'s first MKL call";
-  return d + " (" + what + ")";
-}
-
 bool is_numba_layer(const pyenv::ImportStep& s) {
   return s.when == pyenv::LoadTime::FirstParallelUse && s.module.starts_with("numba.np.ufunc.");
 }
@@ -146,9 +138,31 @@ u16 native_machine() {
 struct ScanResult {
   std::optional<pyenv::Environment> env;
   std::string error;
+  bool timed_out = false;
 };
 
+// The files the check did not read because they are not regular files: the
+// `.pth` files the probe skipped (with what site.py does to them), then
+// every other refusal of the host, by path.
+std::vector<pyenv::ScanProblem> files_not_read(const host::Host& host, const CheckReport& r) {
+  std::vector<pyenv::ScanProblem> out;
+  if (r.python) out = r.python->python.unread_pth;
+  for (const host::RefusedFile& f : host.refused_files())
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const pyenv::ScanProblem& p) { return p.path == f.path; }))
+      out.push_back({f.path, f.why + ": not read"});
+  return out;
+}
+
 }  // namespace
+
+std::string describe_step(const pyenv::ImportStep& s) {
+  std::string d = "import " + s.import_name;
+  std::string what = s.module.empty() ? s.path.substr(s.path.rfind('/') + 1) : s.module;
+  if (s.when == pyenv::LoadTime::FirstParallelUse) d = s.import_name + "'s first parallel call";
+  if (s.when == pyenv::LoadTime::MklFirstCall) d = s.import_name + "'s first MKL call";
+  return d + " (" + what + ")";
+}
 
 const std::vector<std::string>& stack_library_sonames() {
   static const std::vector<std::string> names = {
@@ -202,6 +216,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   pyenv::ScanOptions so;
   so.python = options.python;
   so.run_interpreter = host.is_live_root();
+  so.probe.timeout = options.python_timeout;
   for (const pyenv::KnownPackage& k : pyenv::known_packages())
     so.packages.emplace_back(k.import_name);
   for (const std::string& name : imports)
@@ -211,6 +226,9 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
     ScanResult out;
     try {
       out.env = pyenv::scan_environment(host, so);
+    } catch (const pyenv::ProbeTimeout& e) {
+      out.error = e.what();
+      out.timed_out = true;
     } catch (const pyenv::PyenvError& e) {
       out.error = e.what();
     }
@@ -253,6 +271,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
   ScanResult scanned = scan.get();
   r.python = std::move(scanned.env);
   r.python_error = std::move(scanned.error);
+  r.python_timed_out = scanned.timed_out || (r.python && !r.python->python.probe_error.empty());
   // None of the known packages (or no interpreter to look at): where are
   // they? Not asked for an interpreter named with --python that cannot be
   // read (that is an error, and no report follows), nor in the usual case
@@ -345,6 +364,7 @@ CheckReport run_check(const host::Host& host, const CheckOptions& options) {
       return severity_rank(a.severity) < severity_rank(b.severity);
     return a.rule < b.rule;
   });
+  r.not_read = files_not_read(host, r);
   return r;
 }
 

@@ -17,6 +17,7 @@
 // Analysis only: nothing here prints; the CLI renders a CheckReport.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,8 @@ namespace mld::check {
 
 struct CheckOptions {
   std::optional<std::string> python;  // --python
+  // How long the interpreter may take to answer the probe (--python-timeout).
+  std::chrono::milliseconds python_timeout{10000};
   // The import order to simulate; empty: pyenv::default_imports (the usual
   // training prologue torch, numpy, cv2, sklearn, numba, then the table's
   // other packages and every package that vendors a runtime). A package the
@@ -58,6 +61,10 @@ struct OpenMpRuntime {
   std::string brought_by;  // "import torch (torch._C)", "python3 itself"
   size_t load_index = 0;   // position in the process's load order
 };
+
+// Who performs an import step, for messages: "import torch (torch._C)",
+// "numba's first parallel call (numba.np.ufunc.omppool)".
+std::string describe_step(const pyenv::ImportStep& s);
 
 // The import set replayed through the loader.
 struct ImportSimulation {
@@ -142,6 +149,14 @@ struct CheckReport {
   std::optional<loader::GlibcVersion> glibc;
   std::optional<pyenv::Environment> python;  // nullopt: python_error says why
   std::string python_error;
+  // The interpreter ran past the probe's timeout: its facts come from the
+  // layout (python->python.probe_error), or, when python is nullopt, not
+  // even that. Either way the report is printed: the host facts stand.
+  bool python_timed_out = false;
+  // Files of the analysed tree not read because they are not regular files
+  // (a FIFO, a socket, a device), each with what it is: the host's refusals
+  // and the `.pth` files the probe skipped, by path.
+  std::vector<pyenv::ScanProblem> not_read;
   std::optional<ImportSimulation> imports;  // nullopt without a Python environment
   std::string imports_error;                // why the simulation could not run
   TorchBuildFacts torch_build;              // the installed torch, from its files

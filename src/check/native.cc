@@ -94,9 +94,12 @@ void gather_native_facts(const CheckReport& report, const host::Host& host, dete
   for (const loader::DlopenStep& st : sim.sequence.steps)
     versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
   const std::string conda_prefix = conda_prefix_of(host, report);
-  facts.simulated.push_back({imports_text(sim), &sim.process, std::move(versions), &sim.loaded_by,
-                             &sim.owners, conda_prefix,
-                             std::make_shared<hostfacts::SystemPackages>(host)});
+  facts.simulated.push_back(
+      {imports_text(sim), &sim.process, std::move(versions), &sim.loaded_by, &sim.owners,
+       conda_prefix, std::make_shared<hostfacts::SystemPackages>(host),
+       detect::failed_loads(sim.sequence, [&sim](size_t i) {
+         return i < sim.steps.size() ? describe_step(sim.steps[i]) : std::string();
+       })});
   const detect::SimulatedProcess& simulated = facts.simulated.back();
   // The OpenMP runtimes, each with the import that brings it, and MKL's
   // place among them.

@@ -74,6 +74,7 @@ std::optional<check::CheckReport> checked_report(const CommonOptions& common,
     co.rules = &rule_set;
   }
   co.python = opts.python;
+  co.python_timeout = opts.python_timeout;
   co.imports = opts.imports;
   co.ranks_per_node = opts.ranks_per_node;
   co.node_masks = opts.node_masks;
@@ -96,8 +97,9 @@ int run_check(const CommonOptions& common, const CheckOptions& opts) {
   check::CheckReport& r = *checked;
   // An interpreter the user named and that cannot be examined is a failed
   // request, not an empty environment: the error, and no report that could
-  // be read as "✓ no findings" for it.
-  if (opts.python && !r.python) {
+  // be read as "✓ no findings" for it. One that started but never answered
+  // is a fact about this node (its start-up hangs): the report says so.
+  if (opts.python && !r.python && !r.python_timed_out) {
     print_error(r.python_error);
     return 2;
   }
@@ -117,7 +119,7 @@ int run_fix(const CommonOptions& common, const CheckOptions& opts, const std::st
   std::optional<check::CheckReport> checked = checked_report(common, opts, host);
   if (!checked) return 2;
   const check::CheckReport& r = *checked;
-  if (opts.python && !r.python) {
+  if (opts.python && !r.python && !r.python_timed_out) {
     print_error(r.python_error);
     return 2;
   }

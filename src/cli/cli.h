@@ -52,10 +52,11 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts);
 int run_rules(const CommonOptions& common);
 
 struct CheckOptions {
-  std::optional<std::string> python;  // --python
-  std::vector<std::string> imports;   // --import a,b,c (empty: the usual set)
-  std::optional<u32> ranks_per_node;  // --ranks-per-node
-  std::string glibc;                  // --glibc override
+  std::optional<std::string> python;                // --python
+  std::vector<std::string> imports;                 // --import a,b,c (empty: the usual set)
+  std::optional<u32> ranks_per_node;                // --ranks-per-node
+  std::string glibc;                                // --glibc override
+  std::chrono::milliseconds python_timeout{10000};  // --python-timeout
   // fleet: every rank's affinity mask on this rank's node, gathered over MPI.
   std::optional<std::vector<std::vector<u32>>> node_masks;
 };

@@ -79,6 +79,11 @@ CommandLine::CommandLine(std::function<std::string()> version) {
     sub->add_option("--glibc", in.check.glibc,
                     "model this glibc release instead of the detected one")
         ->type_name("RELEASE");
+    sub->add_option("--python-timeout", python_timeout,
+                    "seconds the interpreter may take to answer (default 10); past them it is "
+                    "killed and described from its layout")
+        ->check(CLI::Range(1, 3600))
+        ->type_name("SECONDS");
     add_common(sub);
   };
 

@@ -37,6 +37,7 @@ struct CommandLine {
   std::string load_order;
   std::string imports, python;
   u32 ranks_per_node = 0;
+  u32 python_timeout = 10;
   std::string jit_python;
   std::string snapshot_python;
   std::string snapshot_imports;

@@ -160,8 +160,9 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
     std::vector<loader::VersionProblem> versions = loader::check_versions(grown);
     for (const loader::DlopenStep& st : seq.steps)
       versions.insert(versions.end(), st.version_problems.begin(), st.version_problems.end());
-    facts.simulated[first_index] = {first_path, &grown, std::move(versions), nullptr,
-                                    nullptr,    "",     system_packages};
+    facts.simulated[first_index] = {
+        first_path, &grown, std::move(versions), nullptr,
+        nullptr,    "",     system_packages,     detect::failed_loads(seq, nullptr)};
     facts.openmp[first_index] = detect::openmp_process(grown, first_path);
     for (const loader::DlopenStep& st : seq.steps) {
       if (st.ok || st.tls_module.empty()) continue;

@@ -94,6 +94,7 @@ std::variant<Invocation, int> parse_invocation(int argc, char** argv) {
 
   if (!cl.python.empty()) in.check.python = cl.python;
   if (cl.ranks_per_node) in.check.ranks_per_node = cl.ranks_per_node;
+  in.check.python_timeout = std::chrono::seconds(cl.python_timeout);
   in.check.imports = split_commas(cl.imports);
   in.libs.load_order = split_commas(cl.load_order);
   if (in.logs.threads == 0) {

@@ -28,15 +28,23 @@ int run_stacks(const CommonOptions& common, const StacksOptions& opts) {
   run::SampleOptions so;
   so.native_stacks = opts.native;
   const run::HangSample sample = run::sample_processes(host, pids, 0, so);
+  // A tool failure when no process has stacks to show: gone, a zombie, a
+  // kernel thread. Each says why, and no report stands beside the errors.
+  const bool any = std::any_of(sample.processes.begin(), sample.processes.end(),
+                               [](const detect::ProcessSample& p) {
+                                 return !p.threads.empty() && p.without_stacks.empty();
+                               });
+  if (!any) {
+    for (const detect::ProcessSample& p : sample.processes)
+      print_error(p.without_stacks.empty() ? "pid " + std::to_string(p.pid) + ": no such process"
+                                           : p.without_stacks);
+    return 2;
+  }
   if (common.format == OutputFormat::Json)
     std::printf("%s\n", render::stacks_json(sample).dump(2).c_str());
   else
     render::print_stacks(stdout, sample, common.color);
-  // A tool failure only when none of the processes could be looked at.
-  const bool any = std::any_of(sample.processes.begin(), sample.processes.end(),
-                               [](const detect::ProcessSample& p) { return !p.threads.empty(); });
-  if (!any) print_error("no such process");
-  return any ? 0 : 2;
+  return 0;
 }
 
 }  // namespace mld::cli

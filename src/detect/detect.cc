@@ -82,6 +82,24 @@ void add_loaded_by(const SimulatedProcess& p, Detection& d) {
   }
 }
 
+std::vector<SimulatedProcess::FailedLoad> failed_loads(
+    const loader::DlopenSequence& seq, const std::function<std::string(size_t)>& caller) {
+  // A missing dependency fails the call with "<its name>: cannot open
+  // shared object file: No such file or directory" (loader::Loader::dlopen):
+  // LD001's, with the paths tried. The object itself missing, or anything
+  // that stops ld.so on a file that is there, is not.
+  constexpr std::string_view kMissing =
+      ": cannot open shared object file: No such file or directory";
+  std::vector<SimulatedProcess::FailedLoad> out;
+  for (size_t i = 0; i < seq.steps.size(); i++) {
+    const loader::DlopenStep& st = seq.steps[i];
+    if (st.ok || st.failure != loader::StepFailure::Load) continue;
+    if (st.error.ends_with(kMissing) && !st.error.starts_with(st.object + ":")) continue;
+    out.push_back({st.object, caller ? caller(i) : std::string(), st.error});
+  }
+  return out;
+}
+
 StaticTlsAccount static_tls_account(const loader::DlopenSequence& seq,
                                     const loader::DlopenStep& step) {
   return {step.error,      step.tls_module,  step.bytes_needed, step.bytes_left,

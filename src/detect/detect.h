@@ -91,7 +91,23 @@ struct SimulatedProcess {
   // check and libs: the operating system's packages, for files no Python
   // distribution owns (/usr/lib/x86_64-linux-gnu/libgomp.so.1 -> libgomp1).
   std::shared_ptr<const hostfacts::SystemPackages> system_packages = {};
+  // check's import replay and libs --load-order: the dlopen() calls that
+  // failed to load an object that is there but unusable (StepFailure::Load
+  // not explained by a missing library, which LD001 reports): a truncated
+  // or corrupt extension module. Each with who made the call and the
+  // dlerror() text.
+  struct FailedLoad {
+    std::string object;  // the name passed to dlopen()
+    std::string caller;  // "import numpy (numpy.core._multiarray_umath)"; "" for libs
+    std::string error;
+  };
+  std::vector<FailedLoad> failed_loads = {};
 };
+
+// The failed Load steps of `seq` that are no missing library (LD001 names
+// those), with the caller of step i from `caller` (may be null).
+std::vector<SimulatedProcess::FailedLoad> failed_loads(
+    const loader::DlopenSequence& seq, const std::function<std::string(size_t)>& caller);
 
 // The distribution that installed `path` (any spelling: normalised first),
 // else the system package that lists it.
@@ -295,9 +311,12 @@ struct ProcessSample {
   std::vector<std::string> sockets;     // "tcp 127.0.0.1:29500 -> 127.0.0.1:41234 ESTABLISHED"
   std::vector<std::string> locks;       // /proc/locks entries held or awaited by this pid
   std::string stacks_error;             // why there are no native stacks
-  bool cpython = false;                 // the process runs a CPython interpreter
-  std::string python_version;           // "3.11.2"
-  std::string python_interpreter;       // the file that defines _PyRuntime
+  // Why the process has no stacks at all: "pid N is a zombie: ..." or "pid N
+  // is a kernel thread: ..." (pystack::without_stacks); "" otherwise.
+  std::string without_stacks;
+  bool cpython = false;            // the process runs a CPython interpreter
+  std::string python_version;      // "3.11.2"
+  std::string python_interpreter;  // the file that defines _PyRuntime
   // Why the Python stacks were not read: for a CPython process (permission,
   // an unsupported release), or why the process is not taken for one.
   std::string python_error;

@@ -13,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 json python_json(const check::CheckReport& r) {
-  if (!r.python) return {{"error", r.python_error}};
+  if (!r.python) return {{"error", r.python_error}, {"timed_out", r.python_timed_out}};
   const pyenv::Environment& e = *r.python;
   json pk = json::array();
   for (const pyenv::ImportedPackage& p : e.packages) {
@@ -30,14 +30,20 @@ json python_json(const check::CheckReport& r) {
   json dists = json::array();
   for (const pyenv::Distribution& d : e.distributions)
     dists.push_back({{"name", d.name}, {"version", d.version}, {"site", d.site_dir}});
-  return {{"interpreter", e.interpreter.path},
-          {"chosen_by", e.interpreter.reason},
-          {"version", e.python.version},
-          {"executable", e.python.executable},
-          {"prefix", e.python.prefix},
-          {"sys_path", e.python.sys_path},
-          {"packages", pk},
-          {"distributions", dists}};
+  json problems = json::array();
+  for (const pyenv::ScanProblem& p : e.problems)
+    problems.push_back({{"path", p.path}, {"what", p.what}});
+  return {
+      {"interpreter", e.interpreter.path},
+      {"chosen_by", e.interpreter.reason},
+      {"version", e.python.version},
+      {"executable", e.python.executable},
+      {"prefix", e.python.prefix},
+      {"sys_path", e.python.sys_path},
+      {"packages", pk},
+      {"distributions", dists},
+      {"probe_error", e.python.probe_error.empty() ? json(nullptr) : json(e.python.probe_error)},
+      {"problems", problems}};
 }
 
 // The other interpreters with known packages, when the checked one has
@@ -151,6 +157,9 @@ json check_document(const check::CheckReport& r, std::string_view version) {
                     {"path", l.path ? json(*l.path) : json(nullptr)},
                     {"file", l.file ? json(*l.file) : json(nullptr)},
                     {"size", l.size ? json(*l.size) : json(nullptr)}});
+  json not_read = json::array();
+  for (const pyenv::ScanProblem& p : r.not_read)
+    not_read.push_back({{"path", p.path}, {"what", p.what}});
   return {{"schema", "mldoctor.check/1"},
           {"version", version},
           {"host", host_j},
@@ -158,6 +167,7 @@ json check_document(const check::CheckReport& r, std::string_view version) {
           {"python", py},
           {"imports", imports_json(r)},
           {"libraries", libs},
+          {"not_read", not_read},
           {"findings", findings}};
 }
 

@@ -3,7 +3,10 @@
 // absolute symlink met on the way) is resolved inside that tree, the way a
 // chroot would see it, using openat2(RESOLVE_IN_ROOT) where the kernel has it
 // and a bounded manual walk otherwise. Nothing here writes, except remove_file
-// (`--fix` only), which unlinks one file and never follows a symlink.
+// (`--fix` only), which unlinks one file and never follows a symlink. Files
+// are opened for reading only when they are regular files (base's
+// open_regular()): a FIFO, a socket or a device of the tree is refused,
+// never waited on, and every such refusal is kept for the report.
 #include "host/host.h"
 
 #include <cpuid.h>
@@ -12,7 +15,7 @@
 #include <linux/openat2.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -132,48 +135,58 @@ FileStat Host::stat_unlogged(std::string_view path) const {
   return stat_result(rc, st);
 }
 
+namespace {
+// The regular file at `path` (inside `root`, a directory that is not "/")
+// opened for reading as base's open_regular() opens one: resolved with
+// O_PATH inside the root, and read only when it is a regular file.
+OpenedFile open_regular_in_root(const std::string& root, std::string_view path) {
+  Fd r(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (r.fd < 0) {
+    OpenedFile f;
+    f.error = errno;
+    f.why = root + ": " + errno_text(f.error);
+    return f;
+  }
+  const int root_fd = r.fd;
+  return open_regular_at(open_in_root(root_fd, path, O_PATH),
+                         [root_fd, path](int flags) { return open_in_root(root_fd, path, flags); });
+}
+}  // namespace
+
+OpenedFile Host::open_regular_file(std::string_view path) const {
+  OpenedFile f =
+      is_live_root() ? open_regular(std::string(path)) : open_regular_in_root(root_, path);
+  if (f.fd < 0 && f.error == 0 && !S_ISDIR(f.mode)) {
+    std::lock_guard<std::mutex> lock(refusals_->mutex);
+    refusals_->files.emplace(path, f.why);
+  }
+  return f;
+}
+
+std::vector<RefusedFile> Host::refused_files() const {
+  std::lock_guard<std::mutex> lock(refusals_->mutex);
+  std::vector<RefusedFile> out;
+  for (const auto& [path, why] : refusals_->files) out.push_back({path, why});
+  return out;
+}
+
 MappedFile Host::map(std::string_view path) const {
-  if (is_live_root()) return MappedFile::open(std::string(path));
-  // Resolve inside the root, then map through /proc/self/fd so the mapping
-  // uses the confined descriptor.
-  Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (root.fd < 0) {
-    const int err = errno;
-    throw IoError(root_ + ": " + errno_text(err), err);
-  }
-  Fd f(open_in_root(root.fd, path, O_RDONLY));
-  if (f.fd < 0) {
-    const int err = errno;
-    throw IoError(std::string(path) + ": " + errno_text(err), err);
-  }
-  return MappedFile::open("/proc/self/fd/" + std::to_string(f.fd));
+  return MappedFile::adopt(open_regular_file(path), std::string(path));
 }
 
 std::shared_ptr<SparseFile> Host::open_sparse(std::string_view path) const {
-  if (is_live_root()) {
-    std::shared_ptr<SparseFile> f = SparseFile::open(std::string(path));
-    if (log_) record_pieces(path, *f);
-    return f;
-  }
-  // Resolved inside the root like map(); a descriptor closed for the
-  // open-file limit is reopened the same way.
-  std::string root = root_, rel(path);
-  auto open_confined = [root, rel]() -> int {
-    Fd r(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (r.fd < 0) return -1;
-    return open_in_root(r.fd, rel, O_RDONLY);
-  };
-  int fd = open_confined();
-  if (fd < 0) {
-    const int err = errno;
-    Fd r(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (r.fd < 0) {
-      const int root_err = errno;
-      throw IoError(root_ + ": " + errno_text(root_err), root_err);
-    }
-    throw IoError(std::string(path) + ": " + errno_text(err), err);
-  }
-  return SparseFile::adopt(fd, std::string(path), open_confined);
+  // A descriptor closed for the open-file limit is reopened the same way
+  // (inside the root under one).
+  OpenedFile f = open_regular_file(path);
+  if (f.fd < 0) throw IoError(std::string(path) + ": " + f.why, f.error);
+  std::string root = root_, name(path);
+  std::shared_ptr<SparseFile> file = SparseFile::adopt(f.fd, name, [root, name]() -> int {
+    OpenedFile again = root == "/" ? open_regular(name) : open_regular_in_root(root, name);
+    if (again.fd < 0) errno = again.error ? again.error : EINVAL;
+    return again.fd;
+  });
+  if (log_ && is_live_root()) record_pieces(path, *file);
+  return file;
 }
 
 FileStat Host::lstat(std::string_view path) const {
@@ -242,23 +255,21 @@ bool Host::remove_file(std::string_view path, std::string* error, const FileId* 
   return true;
 }
 
-std::optional<std::string> Host::read_file_unlogged(std::string_view path, u64 max_bytes) const {
-  int fd;
-  if (is_live_root()) {
-    fd = ::open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC);
-  } else {
-    Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (root.fd < 0) return std::nullopt;
-    fd = open_in_root(root.fd, path, O_RDONLY);
+std::optional<std::string> Host::read_file_unlogged(std::string_view path, u64 max_bytes,
+                                                    std::string* why) const {
+  OpenedFile opened = open_regular_file(path);
+  if (opened.fd < 0) {
+    if (why) *why = opened.why;
+    return std::nullopt;
   }
-  if (fd < 0) return std::nullopt;
-  Fd f(fd);
+  Fd f(opened.fd);
   std::string out;
   char buf[65536];
   while (out.size() < max_bytes) {
     ssize_t n = ::read(f.fd, buf, std::min<u64>(sizeof buf, max_bytes - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (why) *why = errno_text(errno);
       return std::nullopt;
     }
     if (n == 0) break;
@@ -270,11 +281,11 @@ std::optional<std::string> Host::read_file_unlogged(std::string_view path, u64 m
 std::optional<std::vector<std::string>> Host::list_dir_unlogged(std::string_view path) const {
   int fd;
   if (is_live_root()) {
-    fd = ::open(std::string(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = ::open(std::string(path).c_str(), O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
   } else {
     Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (root.fd < 0) return std::nullopt;
-    fd = open_in_root(root.fd, path, O_RDONLY | O_DIRECTORY);
+    fd = open_in_root(root.fd, path, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
   }
   if (fd < 0) return std::nullopt;
   DIR* d = fdopendir(fd);
@@ -680,10 +691,11 @@ PathResolution Host::resolve(std::string_view path) const {
 }
 
 std::optional<Host::Space> Host::filesystem_space(std::string_view path) const {
-  struct statvfs st;
-  if (::statvfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
-  return Space{static_cast<u64>(st.f_blocks) * st.f_frsize,
-               static_cast<u64>(st.f_bavail) * st.f_frsize};
+  struct statfs st;
+  if (::statfs(native_path(path).c_str(), &st) != 0) return std::nullopt;
+  const u64 unit = static_cast<u64>(st.f_frsize ? st.f_frsize : st.f_bsize);
+  return Space{static_cast<u64>(st.f_blocks) * unit, static_cast<u64>(st.f_bavail) * unit,
+               static_cast<u64>(st.f_type)};
 }
 
 std::optional<Host::Limit> Host::resource_limit(int resource) const {
@@ -696,8 +708,9 @@ std::optional<Host::Limit> Host::resource_limit(int resource) const {
 
 // ─── Recording for `snapshot` ───────────────────────────────────────────────
 
-std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes) const {
-  std::optional<std::string> out = read_file_unlogged(path, max_bytes);
+std::optional<std::string> Host::read_file(std::string_view path, u64 max_bytes,
+                                           std::string* why) const {
+  std::optional<std::string> out = read_file_unlogged(path, max_bytes, why);
   if (log_ && out) {
     // Outside the kernel's trees a file is also known by its identity and
     // real path, so the snapshot keeps one copy under all its names.
@@ -786,7 +799,7 @@ void Host::record_fact(std::string_view name, std::string_view text) const {
 
 std::optional<std::string> Host::recorded_fact(std::string_view name) const {
   if (is_live_root()) return std::nullopt;
-  return read_file_unlogged("/.mldoctor/" + std::string(name), 64 << 20);
+  return read_file_unlogged("/.mldoctor/" + std::string(name), 64 << 20, nullptr);
 }
 
 }  // namespace mld::host

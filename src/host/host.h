@@ -128,6 +128,13 @@ struct AccessLog {
   std::map<std::string, std::string> facts;  // name under /.mldoctor/ -> text
 };
 
+// A file of the analysed tree that was not opened because it is no regular
+// file (a FIFO, a socket, a device): what it is, for the report.
+struct RefusedFile {
+  std::string path;  // inside the root
+  std::string why;   // "not a regular file (a FIFO)"
+};
+
 class Host {
  public:
   // The live machine: root "/", the process environment.
@@ -163,13 +170,24 @@ class Host {
   // with *error set when it did not remove it.
   bool remove_file(std::string_view path, std::string* error,
                    const FileId* expected = nullptr) const;
+  // Every file below is opened only when it is a regular file, without
+  // waiting and without opening anything else (base's open_regular()): a
+  // FIFO, a socket or a device named like a file of the tree is refused.
+  //
   // Maps a regular file under the root. Throws IoError.
   MappedFile map(std::string_view path) const;
   // Opens a regular file under the root to be read by ranges (pread), for
   // readers that need a few small pieces of it. Throws IoError as map().
   std::shared_ptr<SparseFile> open_sparse(std::string_view path) const;
-  // Reads at most `max_bytes` of a file; nullopt when it cannot be read.
-  std::optional<std::string> read_file(std::string_view path, u64 max_bytes = 1 << 20) const;
+  // Reads at most `max_bytes` of a regular file; nullopt when it cannot be
+  // read, with *why set when given: "not a regular file (a FIFO)", or the
+  // errno text ("No such file or directory").
+  std::optional<std::string> read_file(std::string_view path, u64 max_bytes = 1 << 20,
+                                       std::string* why = nullptr) const;
+  // The files read_file, map and open_sparse refused so far because they
+  // are FIFOs, sockets or devices (a directory is no news), by path; shared
+  // by copies of this Host, so a command can report every one.
+  std::vector<RefusedFile> refused_files() const;
   // Names in a directory (no "." / ".."), sorted; nullopt when unreadable.
   std::optional<std::vector<std::string>> list_dir(std::string_view path) const;
   // Target of a symlink under the root, nullopt when not a symlink.
@@ -188,10 +206,11 @@ class Host {
   // directory). Bounded: a loop ends it, never a hang.
   PathResolution resolve(std::string_view path) const;
 
-  // statvfs(2) of the filesystem holding `path` under the root.
+  // statfs(2) of the filesystem holding `path` under the root.
   struct Space {
     u64 size_bytes = 0;
     u64 free_bytes = 0;  // available to unprivileged users
+    u64 type = 0;        // f_type: TMPFS_MAGIC, EXT4_SUPER_MAGIC... (statfs(2))
   };
   std::optional<Space> filesystem_space(std::string_view path) const;
   // getrlimit(2) of this process: the live machine only (nullopt under a
@@ -246,13 +265,20 @@ class Host {
   FileStat stat_unlogged(std::string_view path) const;
   std::optional<std::string> real_path_unlogged(std::string_view path) const;
   void record_pieces(std::string_view path, SparseFile& file) const;
-  std::optional<std::string> read_file_unlogged(std::string_view path, u64 max_bytes) const;
+  OpenedFile open_regular_file(std::string_view path) const;
+  std::optional<std::string> read_file_unlogged(std::string_view path, u64 max_bytes,
+                                                std::string* why) const;
   std::optional<std::vector<std::string>> list_dir_unlogged(std::string_view path) const;
   std::optional<std::string> read_link_unlogged(std::string_view path) const;
 
   std::string root_;
   std::map<std::string, std::string> env_;
   std::shared_ptr<AccessLog> log_;
+  struct Refusals {
+    std::mutex mutex;
+    std::map<std::string, std::string> files;  // path -> why
+  };
+  std::shared_ptr<Refusals> refusals_ = std::make_shared<Refusals>();
 };
 
 // Where mldoctor's companion objects (the shims of `run`, the MPI plugin of

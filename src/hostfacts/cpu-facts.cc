@@ -14,6 +14,8 @@
 // /proc/self/mountinfo, so a container whose cgroup namespace hides the host
 // path still maps to the right directory (the JDK's and Go's rule). Fixture
 // trees without a mountinfo use the conventional /sys/fs/cgroup layout.
+#include <sys/sysmacros.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -109,6 +111,12 @@ std::vector<MountEntry> read_mounts(const host::Host& host, std::string* source)
       m.mount_point = unescape_mount_path(w[4]);
       m.fstype = std::string(dash[1]);
       m.super_options = std::string(dash[3]);  // after fstype and source
+      if (size_t colon = w[2].find(':'); colon != std::string_view::npos) {
+        std::optional<u64> major = parse_u64(w[2].substr(0, colon));
+        std::optional<u64> minor = parse_u64(w[2].substr(colon + 1));
+        if (major && minor && *major < (1u << 12) && *minor < (1u << 20))
+          m.device = makedev(static_cast<unsigned>(*major), static_cast<unsigned>(*minor));
+      }
       mounts.push_back(std::move(m));
     }
     if (source) *source = "/proc/self/mountinfo";
@@ -121,7 +129,8 @@ std::vector<MountEntry> read_mounts(const host::Host& host, std::string* source)
     for (std::string_view line : lines_of(*text)) {
       std::vector<std::string_view> w = split_words(line);
       if (w.size() < 4) continue;
-      mounts.push_back({"/", unescape_mount_path(w[1]), std::string(w[2]), std::string(w[3])});
+      mounts.push_back(
+          {"/", unescape_mount_path(w[1]), std::string(w[2]), std::string(w[3]), std::nullopt});
     }
     if (source) *source = file;
     return mounts;

@@ -6,13 +6,18 @@
 // put their buffers in /dev/shm (Docker's default is 64 MiB), RDMA transports
 // pin memory up to RLIMIT_MEMLOCK, DataLoader's fd-passing needs open files,
 // and the number of ranks the launcher puts on this node divides the CPUs.
-// Live, /dev/shm is measured with statvfs(2) and the limits with getrlimit(2);
-// under --root the same facts come from the tree's /proc/self/mountinfo (or
-// /proc/mounts) "size=" option and /proc/self/limits, because statvfs of a
-// fixture directory would describe the test machine's disk.
+// Live, a tmpfs mounted at /dev/shm is measured with statvfs(2) and the
+// limits with getrlimit(2); under --root the same facts come from the tree's
+// /proc/self/mountinfo (or /proc/mounts) "size=" option and
+// /proc/self/limits, because statvfs of a fixture directory would describe
+// the test machine's disk. That holds live too where /dev/shm is no mount of
+// its own (a chroot's or an image's plain directory): statvfs would report
+// the root disk as shared memory, so the report says which filesystem holds
+// the directory instead, from the mount table or statfs(2)'s f_type.
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "hostfacts/hostfacts-internal.h"
 #include "hostfacts/hostfacts.h"
@@ -72,6 +77,39 @@ bool shm_from_statvfs(const host::Host& host, ShmFacts& shm) {
   return true;
 }
 
+// The filesystems whose files live in memory (a directory of one is shared
+// memory as good as a tmpfs mount).
+bool in_memory(std::string_view fstype) {
+  return fstype == "tmpfs" || fstype == "ramfs" || fstype == "devtmpfs";
+}
+
+// statfs(2)'s f_type in the words mountinfo uses (include/uapi/linux/magic.h).
+std::string filesystem_name(u64 magic) {
+  switch (magic) {
+    case 0x01021994: return "tmpfs";
+    case 0x858458f6: return "ramfs";
+    case 0xEF53: return "ext4";  // ext2, ext3 and ext4 share it
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x794c7630: return "overlay";
+    case 0x2FC12FC1: return "zfs";
+    case 0x6969: return "nfs";
+    case 0x65735546: return "fuse";
+    case 0x73717368: return "squashfs";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "filesystem type 0x%llx",
+                    static_cast<unsigned long long>(magic));
+      return hex;
+    }
+  }
+}
+
+// /dev/shm as the mount table has it: a mount of its own (a tmpfs, as Docker
+// and systemd make it, with its size= option), or a directory of the mount
+// that holds it. Live, the holder is the mount with /dev/shm's device, and
+// where the table lists none (a chroot sees only the mounts below its root)
+// statfs(2) names the filesystem.
 bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& shm) {
   std::string source;
   std::vector<MountEntry> mounts = read_mounts(host, &source);
@@ -81,8 +119,11 @@ bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& s
   if (!last) return false;
   shm.present = true;
   shm.source = source;
+  shm.fstype = last->fstype;
+  shm.mount_point = last->mount_point;
   if (last->fstype != "tmpfs") {
     shm.source += " (" + last->fstype + ", no size option)";
+    shm.disk_backed = !in_memory(last->fstype);
     return true;
   }
   for (std::string_view o : split(last->super_options, ','))
@@ -98,24 +139,69 @@ bool shm_from_mounts(const host::Host& host, const MemoryFacts& mem, ShmFacts& s
   return true;
 }
 
+// /dev/shm is no mount of its own: what holds the directory. Live, the mount
+// the table says holds the path when it has /dev/shm's device; a chroot's
+// table lists no mount of its root (only those below it), so then another
+// mount of the same device names the filesystem (not the mount point: a
+// bind mount of /usr is no parent of /dev/shm), else statfs(2) does. In a
+// tree, the mount its table says holds the path, else, when the tree's
+// /dev/shm is a mount on this machine (a mounted image), statfs of it.
+void shm_directory(const host::Host& host, ShmFacts& shm) {
+  host::FileStat dir = host.stat("/dev/shm");
+  if (dir.kind != host::FileKind::Directory) return;
+  shm.present = true;
+  std::string source;
+  std::vector<MountEntry> mounts = read_mounts(host, &source);
+  const MountEntry* holder = holding_mount(mounts, "/dev/shm");
+  const MountEntry* same_device = nullptr;
+  std::optional<host::Host::Space> space;
+  if (host.is_live_root()) {
+    if (holder && holder->device != dir.id.dev) holder = nullptr;
+    for (const MountEntry& m : mounts)
+      if (!same_device && m.device == dir.id.dev) same_device = &m;
+    space = host.filesystem_space("/dev/shm");
+  } else if (!holder) {
+    host::FileStat parent = host.stat("/dev");
+    if (parent.kind == host::FileKind::Directory && dir.id.dev != parent.id.dev)
+      space = host.filesystem_space("/dev/shm");
+  }
+  const std::string unlisted =
+      source.empty() ? std::string("no mount table") : source + " lists no mount that holds it";
+  if (holder) {
+    shm.fstype = holder->fstype;
+    shm.mount_point = holder->mount_point;
+    shm.source = source + " (" + holder->fstype + " at " + holder->mount_point + ")";
+  } else if (same_device) {
+    shm.fstype = same_device->fstype;
+    shm.source = source + " (" + shm.fstype + ", the device of " + same_device->mount_point + "; " +
+                 unlisted + ")";
+  } else if (space) {
+    shm.fstype = filesystem_name(space->type);
+    shm.mount_point = host.is_live_root() ? "" : "/dev/shm";
+    shm.source = "statfs (" + shm.fstype + "; " + unlisted + ")";
+  } else {
+    shm.source = "directory (not a mount; size unknown)";
+    return;
+  }
+  shm.disk_backed = !in_memory(shm.fstype);
+  // A directory of a tmpfs (a container's /dev) shares that tmpfs's size.
+  if (!shm.disk_backed && space) {
+    shm.size_bytes = space->size_bytes;
+    shm.free_bytes = space->free_bytes;
+  }
+}
+
 ShmFacts collect_shm(const host::Host& host, const MemoryFacts& mem) {
   ShmFacts shm;
-  if (host.is_live_root()) {
-    if (shm_from_statvfs(host, shm)) return shm;
-    shm_from_mounts(host, mem, shm);
+  if (shm_from_mounts(host, mem, shm)) {
+    // Live, statvfs measures the mounted tmpfs exactly (and its free space).
+    if (host.is_live_root() && !shm.disk_backed) {
+      ShmFacts measured = shm;
+      if (shm_from_statvfs(host, measured)) shm = measured;
+    }
     return shm;
   }
-  if (shm_from_mounts(host, mem, shm)) return shm;
-  // A mounted image whose /dev/shm is a mount of its own: statvfs is its.
-  host::FileStat dir = host.stat("/dev/shm");
-  host::FileStat parent = host.stat("/dev");
-  if (dir.kind == host::FileKind::Directory) {
-    shm.present = true;
-    if (parent.kind == host::FileKind::Directory && dir.id.dev != parent.id.dev)
-      shm_from_statvfs(host, shm);
-    else
-      shm.source = "directory (not a mount; size unknown)";
-  }
+  shm_directory(host, shm);
   return shm;
 }
 
@@ -328,9 +414,16 @@ void collect_gpus(const host::Host& host, HostFacts& f) {
 std::optional<std::string> filesystem_of(const host::Host& host, std::string_view path) {
   std::string source;
   std::vector<detail::MountEntry> mounts = detail::read_mounts(host, &source);
-  if (mounts.empty()) return std::nullopt;
-  const detail::MountEntry* best = nullptr;
-  for (const detail::MountEntry& m : mounts) {
+  const detail::MountEntry* best = detail::holding_mount(mounts, path);
+  if (!best) return std::nullopt;
+  return best->fstype;
+}
+
+namespace detail {
+
+const MountEntry* holding_mount(const std::vector<MountEntry>& mounts, std::string_view path) {
+  const MountEntry* best = nullptr;
+  for (const MountEntry& m : mounts) {
     const std::string& mp = m.mount_point;
     const bool under =
         mp == "/" || path == mp ||
@@ -338,9 +431,10 @@ std::optional<std::string> filesystem_of(const host::Host& host, std::string_vie
     // Later entries of the same mount point are mounted over earlier ones.
     if (under && (!best || mp.size() >= best->mount_point.size())) best = &m;
   }
-  if (!best) return std::nullopt;
-  return best->fstype;
+  return best;
 }
+
+}  // namespace detail
 
 HostFacts collect_host_facts(const host::Host& host, const CollectOptions& options) {
   HostFacts f;

@@ -118,7 +118,13 @@ struct MountEntry {
   std::string mount_point;  // where it is mounted
   std::string fstype;
   std::string super_options;  // "rw,size=65536k" / "rw,cpu,cpuacct"
+  std::optional<u64> device;  // st_dev of its files (mountinfo's "major:minor"), as makedev()
 };
+
+// The mount that holds `path`: the one with the longest mount point that is
+// `path` or one of its directories, the later of equal ones (mounted over
+// the earlier); nullptr when none does (a chroot does not list its root).
+const MountEntry* holding_mount(const std::vector<MountEntry>& mounts, std::string_view path);
 
 // The mount table: /proc/self/mountinfo, else /proc/mounts. `source` names
 // the file read ("" when neither could be read).

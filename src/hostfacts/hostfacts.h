@@ -132,6 +132,17 @@ struct ShmFacts {
   std::optional<u64> size_bytes;  // kUnlimited for a tmpfs without a size limit
   std::optional<u64> free_bytes;  // only where statvfs applies
   std::string source;             // "statvfs", "/proc/self/mountinfo size=65536k", ...
+  // The filesystem /dev/shm is on ("tmpfs"; "ext4" or "overlay" for a plain
+  // directory of a chroot or an image) and where that filesystem is mounted
+  // ("/dev/shm", "/dev", "/"; "" when this root's mount table does not list
+  // it: a chroot's root is no mount of its own). Empty when unknown.
+  std::string fstype;
+  std::string mount_point;
+  // /dev/shm is a directory of a filesystem that is not in memory: what
+  // programs put there as shared memory (shm_open, DataLoader workers'
+  // batches) is a file of that disk, bounded by its free space. size_bytes
+  // is then unknown: that filesystem's size is not a shared-memory size.
+  bool disk_backed = false;
 };
 
 struct ResourceLimit {

@@ -18,7 +18,9 @@
 //    is skipped. Files of the wrong class or machine are skipped silently
 //    (open_verify, Debian's machine-mismatch patch); a file that opens but
 //    fails open_verify's checks ("file too short", "invalid ELF header",
-//    "cannot read file data") ends the whole load, as ld.so stops there.
+//    "cannot read file data") ends the whole load, as ld.so stops there; so
+//    does a truncated file whose PT_LOAD segments reach past its end, which
+//    ld.so maps and the process dies of (SIGBUS) at the first touch.
 //    ld.so reads the ELF header and the program headers, never the section
 //    headers: a library whose section header table is garbage loads.
 //  * origins (elf/dl-object.c, dl-origin.c): an object's $ORIGIN is the
@@ -44,6 +46,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -360,8 +363,10 @@ struct Loader::Impl {
         pf->file = sf;
         try {
           verify_header(*sf, pf.get());
-          if (pf->error.empty() && !pf->other_class && !pf->other_machine)
+          if (pf->error.empty() && !pf->other_class && !pf->other_machine) {
             pf->elf = std::make_shared<const elf::ElfFile>(elf::ElfFile::parse(sf));
+            pf->error = segment_past_end(*pf->elf, sf->size());
+          }
         } catch (const ParseError& e) {
           pf->error = std::string("malformed ELF: ") + e.what();
         }
@@ -371,6 +376,29 @@ struct Loader::Impl {
     }
     parsed.emplace(st.id, pf);
     return pf;
+  }
+
+  // A truncated file whose headers survived: glibc checks no PT_LOAD against
+  // the file's size (_dl_map_segments maps each as its header says), so the
+  // load goes on, and the first touch of a page past the end of the file
+  // (a relocation, a call into it) kills the process with SIGBUS. The
+  // object is unusable: "" when every segment is inside the file.
+  static std::string segment_past_end(const elf::ElfFile& elf, u64 size) {
+    for (const elf::ProgramHeader& ph : elf.program_headers()) {
+      if (ph.p_type != elf::PT_LOAD) continue;
+      std::optional<u64> end = checked_add(ph.p_offset, ph.p_filesz);
+      if (end && *end <= size) continue;
+      char text[256];
+      std::snprintf(text, sizeof text,
+                    "file truncated: a PT_LOAD segment spans bytes 0x%llx-0x%llx of a 0x%llx-byte "
+                    "file; ld.so maps it anyway, and the process dies of SIGBUS (Bus error) when "
+                    "it touches a page past the end",
+                    static_cast<unsigned long long>(ph.p_offset),
+                    static_cast<unsigned long long>(end.value_or(~u64{0})),
+                    static_cast<unsigned long long>(size));
+      return text;
+    }
+    return "";
   }
 
   // elf/dl-load.c open_verify: the header checks, in glibc's order.

@@ -389,10 +389,11 @@ void follow_file(const std::string& path, Fd& fd, Scanner& scanner, const ReadOp
     }
     if (::stat(path.c_str(), &now_path) == 0 &&
         (now_path.st_ino != now_fd.st_ino || now_path.st_dev != now_fd.st_dev)) {
-      int nfd = ::open(path.c_str(),
-                       O_RDONLY | O_CLOEXEC);  // rotated: the old file is drained, read the new
-      if (nfd >= 0) {
-        fd.reset(nfd);
+      // Rotated: the old file is drained, read the new one, if it is a
+      // regular file like the one followed (a FIFO there is not waited on).
+      OpenedFile next = open_regular(path);
+      if (next.fd >= 0) {
+        fd.reset(next.fd);
         offset = 0;
         continue;
       }
@@ -440,7 +441,10 @@ void follow_stream(const std::string& path, int fd, Scanner& scanner, const Read
 
 void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& options) {
   bool is_stdin = path == "-";
-  Fd fd(is_stdin ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // A path given on the command line is read as named: a pipe or a
+  // terminal is a stream, like `-` (O_NOCTTY: never this process's
+  // controlling terminal).
+  Fd fd(is_stdin ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) fail(is_stdin ? "standard input" : path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(path, "cannot stat", errno);

@@ -153,14 +153,15 @@ void read_distribution(const host::Host& host, Distribution& d,
   }
   // The headers sit at the top; the long description after them can be
   // large and is never needed.
-  std::optional<std::string> text = host.read_file(meta_file, 256 << 10);
+  std::string why;
+  std::optional<std::string> text = host.read_file(meta_file, 256 << 10, &why);
   std::string entry = d.format == MetadataFormat::Egg ? d.site_dir : d.metadata_path;
   auto [dir_name, dir_version] = name_version_from_dir(entry.substr(entry.rfind('/') + 1));
   if (!text) {
+    // A FIFO or a device is refused unopened (host::Host::read_file).
     host::FileStat st = host.stat(meta_file);
     d.error = meta_file.substr(meta_file.rfind('/') + 1) + ": " +
-              (st.kind == host::FileKind::Missing ? std::string("missing")
-                                                  : errno_text(st.error ? st.error : EACCES));
+              (st.kind == host::FileKind::Missing ? std::string("missing") : why + ": not read");
   } else {
     Headers h = parse_headers(*text);
     if (!h.name || h.name->empty())

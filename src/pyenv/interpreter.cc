@@ -1,9 +1,11 @@
 // interpreter.cc — which Python a job would run, and that interpreter's own
 // view of itself. DESIGN §3.3 orders the candidates (--python, $VIRTUAL_ENV,
 // $CONDA_PREFIX, python3 on $PATH). The live interpreter is asked once, with
-// `python -c` and a probe that imports only sys, sysconfig, json and site:
-// sys.path depends on site-packages, `.pth` files, PYTHONPATH and the user
-// site, so `-I`/`-S` would describe a different interpreter than the job's.
+// `python -S -c` and a probe that imports only sys, os, stat, site and
+// sysconfig and runs site.main() itself: sys.path depends on site-packages,
+// `.pth` files, PYTHONPATH and the user site, so `-I` (or `-S` alone) would
+// describe a different interpreter than the job's; running site itself lets
+// the probe skip a `.pth` file that is a FIFO instead of waiting on it.
 // Under --root nothing can be run, so the same facts are rebuilt from the
 // layout the way CPython's getpath and site.py build them (venv's pyvenv.cfg,
 // lib/python3.X, Debian's dist-packages scheme, `.pth` path lines).
@@ -11,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -256,13 +259,34 @@ std::optional<PyenvShim> read_pyenv_shim(const host::Host& host, const std::stri
 
 namespace {
 
-// The probe. It must stay cheap and side-effect free: no platform, no os
-// import of its own (sysconfig and site already hold them), no user package,
-// and no json (importing it costs a third of the probe's start-up): the
-// answer is written as JSON by hand, every non-ASCII character escaped.
-// Strings that are not valid UTF-8 (surrogate-escaped bytes in paths) travel
-// as {"hex": ...} so the JSON stays valid.
-constexpr const char* kProbeScript = R"PY(import sys, sysconfig
+// The probe. It must stay cheap and side-effect free: no platform, no user
+// package, and no json (importing it costs a third of the probe's
+// start-up): the answer is written as JSON by hand, every non-ASCII
+// character escaped. Strings that are not valid UTF-8 (surrogate-escaped
+// bytes in paths) travel as {"hex": ...} so the JSON stays valid.
+// It runs under -S and calls site.main() itself, which is what the start-up
+// does without -S (site's documented entry point), with site.addpackage
+// wrapped: a .pth file that is not a regular file (a FIFO would stop the
+// start-up until something writes; a device would be read) is skipped and
+// reported with its st_mode. A directory named *.pth is left to site, which
+// skips it. At a real start-up site runs before -c puts "" first on
+// sys.path (site would make it the current directory), so "" is set aside
+// meanwhile.
+constexpr const char* kProbeScript = R"PY(import sys, os, stat, site
+u = []
+def a(d, n, k, f=site.addpackage):
+    x = os.path.join(d, n)
+    try: m = os.stat(x).st_mode
+    except OSError: m = 0
+    if m and not stat.S_ISREG(m) and not stat.S_ISDIR(m):
+        u.append([x, m]); return k
+    return f(d, n, k)
+site.addpackage = a
+h = sys.path[:1] == ['']
+if h: del sys.path[0]
+site.main()
+if h: sys.path.insert(0, '')
+import sysconfig
 def p(s):
     if s is None: return None
     try:
@@ -292,7 +316,8 @@ sys.stdout.write(j({'mldoctor_probe': 1,
   'base_prefix': p(sys.base_prefix), 'path': [p(x) for x in sys.path],
   'ext_suffix': sysconfig.get_config_var('EXT_SUFFIX'),
   'soabi': sysconfig.get_config_var('SOABI'),
-  'platform': sysconfig.get_platform()}))
+  'platform': sysconfig.get_platform(),
+  'unread_pth': [[p(x), m] for x, m in u]}))
 )PY";
 
 struct ChildResult {
@@ -440,12 +465,19 @@ PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
                               const ProbeOptions& options) {
   if (!host.is_live_root())
     throw PyenvError(python + ": cannot run an interpreter under --root " + host.root());
-  ChildResult r = run_child({python, "-c", kProbeScript}, host.environment(), options.timeout);
+  ChildResult r =
+      run_child({python, "-S", "-c", kProbeScript}, host.environment(), options.timeout);
   std::string who = python + ": ";
   if (!r.started) throw PyenvError(who + "cannot run: " + errno_text(r.spawn_error));
-  if (r.timed_out)
-    throw PyenvError(who + "no answer within " + std::to_string(options.timeout.count()) +
-                     " ms; killed (a .pth file or sitecustomize may hang at startup)");
+  if (r.timed_out) {
+    const auto ms = options.timeout.count();
+    const std::string limit =
+        ms % 1000 ? std::to_string(ms) + " ms" : std::to_string(ms / 1000) + " s";
+    throw ProbeTimeout(who + "the interpreter did not answer within " + limit +
+                       " and was killed; a Python start-up waits like this on something "
+                       "sitecustomize, usercustomize or a .pth file's import line runs (a "
+                       "network mount, a lock, a FIFO)");
+  }
   if (WIFSIGNALED(r.status))
     throw PyenvError(who + "killed by signal " + std::to_string(WTERMSIG(r.status)) + " (" +
                      strsignal(WTERMSIG(r.status)) + ") at startup" +
@@ -492,12 +524,31 @@ PythonFacts parse_probe_answer(std::string_view out, const std::string& who) {
     std::string platform = probe_string(j.at("platform"));  // "linux-x86_64"
     size_t dash = platform.find('-');
     f.machine = dash == std::string::npos ? platform : platform.substr(dash + 1);
+    // Answers recorded by 0.2.0 have no "unread_pth". site.py may visit a
+    // directory twice (a venv's lib64 -> lib): each file once.
+    if (j.contains("unread_pth"))
+      for (const nlohmann::json& e : j.at("unread_pth")) {
+        ScanProblem p =
+            unread_pth_problem(probe_string(e.at(0)), static_cast<u32>(probe_int(e.at(1))));
+        if (std::none_of(f.unread_pth.begin(), f.unread_pth.end(),
+                         [&](const ScanProblem& q) { return q.path == p.path; }))
+          f.unread_pth.push_back(std::move(p));
+      }
   } catch (const nlohmann::json::exception& e) {
     throw PyenvError(who + "the probe's answer lacks a field: " + e.what());
   } catch (const std::invalid_argument&) {
     throw PyenvError(who + "the probe's answer holds a malformed hex string");
   }
   return f;
+}
+
+ScanProblem unread_pth_problem(const std::string& path, u32 mode) {
+  std::string what = "not a regular file (" + std::string(file_type_name(mode)) + "): not read";
+  if (S_ISFIFO(mode))
+    what += "; site.py waits on it at every start-up of this Python until something writes to it";
+  else if (S_ISCHR(mode) || S_ISBLK(mode))
+    what += "; site.py reads the device at every start-up of this Python";
+  return {path, what};
 }
 
 // ─── layout inference ───────────────────────────────────────────────────────
@@ -584,7 +635,12 @@ void add_site_dir(const host::Host& host, const std::string& dir, PythonFacts& f
     if (!name.ends_with(".pth") || name.starts_with(".")) continue;
     std::string pth = host::join_path(dir, name);
     std::optional<std::string> text = host.read_file(pth, 1 << 20);
-    if (!text) continue;
+    if (!text) {
+      // Refused unopened (host::Host::read_file), as the probe skips it.
+      if (host::FileStat st = host.stat(pth); st.kind == host::FileKind::Other)
+        f.unread_pth.push_back(unread_pth_problem(pth, st.mode));
+      continue;
+    }
     std::string_view rest = *text;
     while (!rest.empty()) {
       size_t nl = rest.find('\n');

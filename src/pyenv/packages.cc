@@ -109,10 +109,38 @@ struct PackageScanner {
   }
 
   // The file's ELF header decides; nullopt (with a problem where it
-  // matters) when it is no shared object.
+  // matters) when it is no shared object. A file named as this
+  // interpreter's extension module stays one when its header is damaged:
+  // import dlopen()s it all the same and fails, and the replay says how.
   std::optional<NativeFile> classify(const std::string& path, bool in_lib_dir,
                                      const std::string& module_prefix) {
-    std::optional<std::string> head = host.read_file(path, 64);
+    const std::string name(base_name(path));
+    std::string stem;
+    bool named_extension = false;  // by its name alone, as import finds it
+    if (!in_lib_dir) {
+      if (!py.ext_suffix.empty() && name.ends_with(py.ext_suffix)) {
+        stem = name.substr(0, name.size() - py.ext_suffix.size());
+        named_extension = true;
+      } else if (name.ends_with(".abi3.so")) {
+        stem = name.substr(0, name.size() - 8);
+        named_extension = true;
+      }
+    }
+    auto module_name = [&](const std::string& s) {
+      return module_prefix.empty() ? s : module_prefix + "." + s;
+    };
+    auto damaged = [&](const std::string& what) -> std::optional<NativeFile> {
+      problems.push_back({path, what});
+      if (!named_extension) return std::nullopt;
+      NativeFile f;
+      f.path = path;
+      f.kind = NativeKind::ExtensionModule;
+      f.module = module_name(stem);
+      f.e_machine = expected_machine;
+      return f;
+    };
+    std::string why;
+    std::optional<std::string> head = host.read_file(path, 64, &why);
     if (!head) {
       host::FileStat st = host.stat(path);
       if (st.kind == host::FileKind::Directory) return std::nullopt;
@@ -120,7 +148,7 @@ struct PackageScanner {
       if (target && st.kind == host::FileKind::Missing)
         problems.push_back({path, "dangling symlink to " + *target});
       else
-        problems.push_back({path, "cannot read: " + errno_text(st.error ? st.error : EACCES)});
+        problems.push_back({path, "cannot read: " + why});
       return std::nullopt;
     }
     ByteView bytes(*head);
@@ -129,24 +157,16 @@ struct PackageScanner {
       if (head->starts_with("/*") || head->starts_with("INPUT") || head->starts_with("GROUP") ||
           head->starts_with("OUTPUT_FORMAT"))
         return std::nullopt;
-      problems.push_back({path, "named like a shared object but not an ELF file"});
-      return std::nullopt;
+      return damaged("named like a shared object but not an ELF file");
     }
-    if (bytes.size() < 20) {
-      problems.push_back({path, "truncated ELF header"});
-      return std::nullopt;
-    }
+    if (bytes.size() < 20) return damaged("truncated ELF header");
     u8 ei_class = bytes.u8_at(4), ei_data = bytes.u8_at(5);
-    if ((ei_class != 1 && ei_class != 2) || (ei_data != 1 && ei_data != 2)) {
-      problems.push_back({path, "invalid ELF class or byte order"});
-      return std::nullopt;
-    }
+    if ((ei_class != 1 && ei_class != 2) || (ei_data != 1 && ei_data != 2))
+      return damaged("invalid ELF class or byte order");
     bool be = ei_data == 2;
     u16 e_type = bytes.u16_at(16, be);
-    if (e_type != elf::ET_DYN) {
-      problems.push_back({path, "not a shared object (e_type " + std::to_string(e_type) + ")"});
-      return std::nullopt;
-    }
+    if (e_type != elf::ET_DYN)
+      return damaged("not a shared object (e_type " + std::to_string(e_type) + ")");
     NativeFile f;
     f.path = path;
     f.is_64 = ei_class == 2;
@@ -158,18 +178,9 @@ struct PackageScanner {
       f.link_target = host::normalize_path(
           target->front() == '/' ? *target : host::join_path(host::dir_name(path), *target));
 
-    std::string name = path.substr(path.rfind('/') + 1);
-    std::string stem;
-    bool extension = false;
-    if (!in_lib_dir) {
-      if (!py.ext_suffix.empty() && name.ends_with(py.ext_suffix)) {
-        stem = name.substr(0, name.size() - py.ext_suffix.size());
-        extension = true;
-      } else if (name.ends_with(".abi3.so")) {
-        stem = name.substr(0, name.size() - 8);
-        extension = true;
-      } else if (size_t tag = name.find(".cpython-");
-                 tag != std::string::npos && name.ends_with(".so")) {
+    bool extension = named_extension;
+    if (!in_lib_dir && !extension) {
+      if (size_t tag = name.find(".cpython-"); tag != std::string::npos && name.ends_with(".so")) {
         stem = name.substr(0, tag);
         extension = true;
         f.loadable_by_interpreter = false;
@@ -183,7 +194,7 @@ struct PackageScanner {
     }
     if (extension) {
       f.kind = NativeKind::ExtensionModule;
-      f.module = module_prefix.empty() ? stem : module_prefix + "." + stem;
+      f.module = module_name(stem);
     } else {
       f.kind = NativeKind::Library;
     }
@@ -596,23 +607,36 @@ Environment scan_environment(const host::Host& host, const ScanOptions& options)
     PythonFacts facts = parse_probe_answer(*recorded, choice.path + " (recorded): ");
     return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
   }
+  std::string timed_out;
   if (options.run_interpreter && host.is_live_root()) {
     // A live shim is simply run: pyenv makes its own choice.
-    PythonFacts facts = probe_interpreter(host, choice.path, options.probe);
-    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+    try {
+      PythonFacts facts = probe_interpreter(host, choice.path, options.probe);
+      return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+    } catch (const ProbeTimeout& e) {
+      // What does not need the interpreter to answer is still there to
+      // read: its layout, as under --root.
+      timed_out = e.what();
+    }
   }
   // A pyenv shim has no layout of its own: the layout is that of the
   // interpreter pyenv would run.
   std::string layout_of = choice.path;
-  if (std::optional<PyenvShim> shim = read_pyenv_shim(host, choice.path)) {
-    if (!shim->target) throw PyenvError(choice.path + ": a pyenv shim; " + shim->error);
-    layout_of = *shim->target;
-    choice.reason +=
-        ", a pyenv shim for " + shim->version +
-        (shim->version_origin.empty() ? " (no version set)" : " set by " + shim->version_origin);
+  try {
+    if (std::optional<PyenvShim> shim = read_pyenv_shim(host, choice.path)) {
+      if (!shim->target) throw PyenvError(choice.path + ": a pyenv shim; " + shim->error);
+      layout_of = *shim->target;
+      choice.reason +=
+          ", a pyenv shim for " + shim->version +
+          (shim->version_origin.empty() ? " (no version set)" : " set by " + shim->version_origin);
+    }
+    PythonFacts facts = infer_from_layout(host, layout_of);
+    facts.probe_error = timed_out;
+    return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
+  } catch (const PyenvError& e) {
+    if (timed_out.empty()) throw;
+    throw ProbeTimeout(timed_out + "; nor does its layout describe it: " + e.what());
   }
-  PythonFacts facts = infer_from_layout(host, layout_of);
-  return scan_with_facts(host, std::move(choice), std::move(facts), options.packages);
 }
 
 std::vector<FoundPackage> find_known_packages(const host::Host& host, const PythonFacts& python,

@@ -5,8 +5,9 @@
 // native libraries. `mldoctor check` feeds these to the loader model.
 //
 // Facts come from one of two places:
-//   - the live interpreter, asked once (`python -c <probe>`, one subprocess
-//     that imports only sys, sysconfig, json and site), or
+//   - the live interpreter, asked once (`python -S -c <probe>`, one
+//     subprocess that imports only sys, os, stat, site and sysconfig and
+//     runs site.main() itself), or
 //   - the directory layout alone, under `--root` or when running the
 //     interpreter is impossible (pyvenv.cfg, lib/python3.X, Debian's
 //     dist-packages, `.pth` files).
@@ -47,6 +48,13 @@ namespace mld::pyenv {
 class PyenvError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The probe ran past its timeout and was killed: the interpreter's start-up
+// waits on something (a .pth file, sitecustomize, usercustomize).
+class ProbeTimeout : public PyenvError {
+ public:
+  using PyenvError::PyenvError;
 };
 
 // A problem with one item (a distribution, a file, a directory); the rest of
@@ -103,6 +111,14 @@ struct PythonFacts {
   // Layout inference only: `.pth` lines starting with "import" that the real
   // interpreter would execute at startup (they may add paths we cannot see).
   std::vector<ScanProblem> unexecuted_pth_imports;
+  // `.pth` files of the site directories that are not regular files (a FIFO,
+  // a device): site.py opens each at every start-up of this interpreter, and
+  // a FIFO stops it there until something writes. Neither the probe (which
+  // runs site.py with them skipped) nor layout inference reads them.
+  std::vector<ScanProblem> unread_pth;
+  // Why the interpreter gave no facts when it was asked (it ran past the
+  // probe's timeout), so these come from the layout; empty otherwise.
+  std::string probe_error;
   bool in_venv() const { return prefix != base_prefix; }
 };
 
@@ -110,16 +126,24 @@ struct ProbeOptions {
   std::chrono::milliseconds timeout{10000};
 };
 
-// Runs `python -c <probe script>` once and parses its JSON answer. The child
-// gets host.environment() unchanged (PYTHONPATH, PYTHONHOME, PYTHONNOUSERSITE
-// and the user site all shape sys.path, so a "clean" environment would
-// describe a different interpreter than the job's), stdin from /dev/null (so
-// PYTHONINSPECT cannot make it wait for input), and its `.pth` files run as at
-// any startup. Requires: host.is_live_root(). Throws PyenvError naming the
-// interpreter when it cannot start, exits non-zero (stderr tail quoted), is
-// killed by a signal, runs past the timeout (then it is killed), or prints
-// something other than the probe's JSON. A recording host (`snapshot`)
-// keeps the answer as the fact probe_fact_name(python).
+// The problem of a `.pth` file that is not a regular file (st_mode `mode`):
+// "not a regular file (a FIFO): not read; ..." with what site.py does to it.
+ScanProblem unread_pth_problem(const std::string& path, u32 mode);
+
+// Runs `python -S -c <probe script>` once and parses its JSON answer. The
+// child gets host.environment() unchanged (PYTHONPATH, PYTHONHOME,
+// PYTHONNOUSERSITE and the user site all shape sys.path, so a "clean"
+// environment would describe a different interpreter than the job's), stdin
+// from /dev/null (so PYTHONINSPECT cannot make it wait for input). The probe
+// runs site.main() itself, as the start-up would without -S, with one
+// difference: a `.pth` file that is not a regular file is skipped and
+// reported (PythonFacts::unread_pth) instead of waited on; the others run as
+// at any start-up. Requires: host.is_live_root(). Throws PyenvError naming
+// the interpreter when it cannot start, exits non-zero (stderr tail quoted),
+// is killed by a signal, or prints something other than the probe's JSON,
+// and ProbeTimeout when it runs past the timeout (then it is killed). A
+// recording host (`snapshot`) keeps the answer as the fact
+// probe_fact_name(python).
 PythonFacts probe_interpreter(const host::Host& host, const std::string& python,
                               const ProbeOptions& options = {});
 
@@ -323,8 +347,11 @@ struct Environment {
 };
 
 // Chooses the interpreter, learns its facts (probe or layout), then reads
-// distributions and the known packages' native files. Throws PyenvError only
-// when no interpreter facts can be had.
+// distributions and the known packages' native files. An interpreter that
+// runs past the probe's timeout is described from its layout instead
+// (PythonFacts::probe_error says so). Throws PyenvError only when no
+// interpreter facts can be had (ProbeTimeout when the probe timed out and
+// the layout names no Python either).
 Environment scan_environment(const host::Host& host, const ScanOptions& options);
 
 // Lower-level step of scan_environment, for fixed facts: distributions and

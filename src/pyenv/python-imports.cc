@@ -384,9 +384,10 @@ struct ImportWalk {
       cut = true;
       return;
     }
-    std::optional<std::string> text = host.read_file(f.source, 8u << 20);
+    std::string why;
+    std::optional<std::string> text = host.read_file(f.source, 8u << 20, &why);
     if (!text) {
-      problems.push_back({f.source, "unreadable: its imports are not followed"});
+      problems.push_back({f.source, why + ": not read; its imports are not followed"});
       return;
     }
     files_read++;

@@ -55,8 +55,16 @@ struct Options {
 
 // Reads every thread's Python stack of `pid`. Never throws: a process that
 // cannot be read says why in Process::error (not CPython, an unsupported
-// version or build, no permission, gone).
+// version or build, no permission, gone, a zombie, a kernel thread).
 Process read_stacks(long pid, const Options& options = {});
+
+// Why process `pid` has no stacks at all, from the text of its
+// /proc/<pid>/stat: "pid N is a zombie: it has exited and its parent has
+// not reaped it; there are no stacks to read", or "pid N is a kernel thread:
+// it runs no Python" (PF_KTHREAD in its flags); "" for any other process and
+// for text that does not parse. A thread-group leader that exited while
+// other threads run is no zombie (its threads still have stacks).
+std::string without_stacks(long pid, std::string_view stat);
 
 // ─── linetable.cc ───────────────────────────────────────────────────────────
 

@@ -21,11 +21,12 @@
 // note.
 #include <dirent.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -77,13 +78,17 @@ struct Mapping {
 };
 
 // The first mapping (file offset 0) of each file, by path, in maps order.
+// *error is ENODATA when the maps could be read and hold no file.
 std::vector<Mapping> mapped_files(long pid, int* error) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string why;
+  const std::optional<std::string> text =
+      read_regular_file("/proc/" + std::to_string(pid) + "/maps", 64u << 20, &why);
   std::vector<Mapping> out;
-  if (!in) {
-    *error = errno;
+  if (!text) {
+    *error = errno ? errno : EINVAL;
     return out;
   }
+  std::istringstream in(*text);
   std::set<std::string> seen;
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
@@ -94,7 +99,9 @@ std::vector<Mapping> mapped_files(long pid, int* error) {
     if (std::strtoull(offset.c_str(), nullptr, 16) != 0 || !seen.insert(path).second) continue;
     out.push_back({std::strtoull(range.c_str(), nullptr, 16), path});
   }
-  if (out.empty()) *error = in.bad() ? EIO : EACCES;
+  // Older kernels let a process without the permission open another's
+  // maps and read nothing.
+  if (out.empty()) *error = text->empty() && geteuid() != 0 ? EACCES : ENODATA;
   return out;
 }
 
@@ -108,9 +115,18 @@ std::string errno_words(int e) { return std::strerror(e); }
 std::string permission_text(long pid, int e) {
   std::string text = "cannot read the memory of pid " + std::to_string(pid) + " (" +
                      errno_words(e) + "): it takes the permission a debugger needs";
-  std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
   int level = -1;
-  if (scope >> level && level > 0) {
+  if (std::optional<std::string> scope =
+          read_regular_file("/proc/sys/kernel/yama/ptrace_scope", 64))
+    level = std::atoi(scope->c_str());
+  // Root that is refused is refused by something being root does not
+  // change: never tell it to run as root.
+  if (geteuid() == 0)
+    return text + (level == 3 ? "; /proc/sys/kernel/yama/ptrace_scope is 3: no process may "
+                                "read another's memory until the next boot"
+                              : "; root is refused too (a kernel lockdown, a security module, "
+                                "or a process of another user namespace)");
+  if (level > 0) {
     text += "; /proc/sys/kernel/yama/ptrace_scope is " + std::to_string(level) +
             (level == 1 ? " (only a parent may read its descendants): run mldoctor as root, "
                           "or start the job under `mldoctor run`"
@@ -465,17 +481,43 @@ std::set<long> task_ids(long pid) {
 
 }  // namespace
 
+std::string without_stacks(long pid, std::string_view stat) {
+  // "pid (comm) S ppid ...": the command may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return "";
+  std::istringstream in{std::string(stat.substr(close + 1))};
+  std::vector<std::string> f;
+  for (std::string w; in >> w && f.size() < 18;) f.push_back(w);
+  // proc_pid_stat(5): state is field 3, flags 9, num_threads 20.
+  if (f.size() < 18) return "";
+  // PF_KTHREAD of include/linux/sched.h.
+  constexpr unsigned long kPfKthread = 0x00200000;
+  const std::string who = "pid " + std::to_string(pid);
+  if (std::strtoul(f[6].c_str(), nullptr, 10) & kPfKthread)
+    return who + " is a kernel thread: it runs no Python";
+  if ((f[0] == "Z" || f[0] == "X") && std::strtol(f[17].c_str(), nullptr, 10) <= 1)
+    return who +
+           " is a zombie: it has exited and its parent has not reaped it; there are no stacks "
+           "to read";
+  return "";
+}
+
 Process read_stacks(long pid, const Options& options) {
   Process p;
   p.pid = pid;
   int maps_error = 0;
   const std::vector<Mapping> maps = mapped_files(pid, &maps_error);
   if (maps.empty()) {
-    p.error = maps_error == ENOENT ? "no process " + std::to_string(pid)
-              : maps_error == EACCES || maps_error == EPERM
-                  ? permission_text(pid, maps_error)
-                  : "cannot read /proc/" + std::to_string(pid) + "/maps (" +
-                        errno_words(maps_error) + ")";
+    // No memory to read: a zombie or a kernel thread says what it is.
+    const std::optional<std::string> stat =
+        read_regular_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+    const std::string none = stat ? without_stacks(pid, *stat) : "";
+    p.error = !none.empty()                                 ? none
+              : maps_error == ENOENT                        ? "no process " + std::to_string(pid)
+              : maps_error == EACCES || maps_error == EPERM ? permission_text(pid, maps_error)
+              : maps_error == ENODATA ? "pid " + std::to_string(pid) + " maps no file"
+                                      : "cannot read /proc/" + std::to_string(pid) + "/maps (" +
+                                            errno_words(maps_error) + ")";
     return p;
   }
   std::string why;

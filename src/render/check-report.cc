@@ -99,6 +99,9 @@ std::optional<Pointer> best_other(const check::CheckReport& r) {
   return p;
 }
 
+// The files not read that the header lists; the JSON has every one.
+constexpr size_t kNotReadShown = 10;
+
 // What "no findings" holds for when the packages are elsewhere.
 std::string checked_interpreter(const check::CheckReport& r) {
   if (!r.python) return "no Python examined";
@@ -134,9 +137,15 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
   std::string mem = f.memory.total_bytes ? hostfacts::human_bytes(*f.memory.total_bytes) : "?";
   if (f.memory.available_bytes)
     mem += " (" + hostfacts::human_bytes(*f.memory.available_bytes) + " available)";
-  mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes)
-                                            : std::string(f.shm.present ? "?" : "absent"));
-  if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
+  if (f.shm.disk_backed) {
+    // Not the disk's size: that is no shared-memory size (HOST004 says more).
+    mem += " · /dev/shm not a tmpfs (a directory on " + f.shm.fstype +
+           (f.shm.mount_point.empty() ? "" : " at " + f.shm.mount_point) + ")";
+  } else {
+    mem += " · /dev/shm " + (f.shm.size_bytes ? hostfacts::human_bytes(*f.shm.size_bytes)
+                                              : std::string(f.shm.present ? "?" : "absent"));
+    if (f.shm.free_bytes) mem += " (" + hostfacts::human_bytes(*f.shm.free_bytes) + " free)";
+  }
   rows.push_back({"Memory", mem});
   auto lim = [](const hostfacts::ResourceLimit& l, bool bytes) {
     if (!l.known) return std::string("?");
@@ -173,6 +182,8 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
     rows.push_back({"Python", e.python.version + " " + e.python.executable + " (" +
                                   e.interpreter.reason + ")" +
                                   (e.python.in_venv() ? " · venv " + e.python.prefix : "")});
+    if (!e.python.probe_error.empty())
+      rows.push_back({"", "described from its layout: " + e.python.probe_error});
     std::string pk;
     for (const pyenv::ImportedPackage& p : e.packages) {
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + p.version.value_or("?");
@@ -250,6 +261,12 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
   for (const hostfacts::EnvVar& v : r.facts.env.variables)
     env += (env.empty() ? "" : " ") + v.name + "=" + v.value;
   rows.push_back({"Env", env.empty() ? "no native-layer variables set" : env});
+  // Files refused because they are no regular files: each is a FIFO, a
+  // socket or a device where a file should be, and a user acts on it.
+  for (size_t i = 0; i < r.not_read.size() && i < kNotReadShown; i++)
+    rows.push_back({i ? "" : "Not read", r.not_read[i].path + ": " + r.not_read[i].what});
+  if (r.not_read.size() > kNotReadShown)
+    rows.push_back({"", std::to_string(r.not_read.size() - kNotReadShown) + " more (--json)"});
   return rows;
 }
 

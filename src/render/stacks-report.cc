@@ -33,6 +33,10 @@ void print_stacks(std::FILE* out, const run::HangSample& sample, bool color) {
       std::fprintf(out, "  not running (no /proc/%ld)\n", p.pid);
       continue;
     }
+    if (!p.without_stacks.empty()) {
+      std::fprintf(out, "  %s\n", p.without_stacks.c_str());
+      continue;
+    }
     if (p.rank) std::fprintf(out, "  rank %u (%s)\n", *p.rank, p.rank_variable.c_str());
     if (p.cpython)
       std::fprintf(out, "  CPython %s (%s)\n", p.python_version.c_str(),
@@ -131,6 +135,7 @@ nlohmann::json stacks_json(const run::HangSample& sample) {
     }
     if (!p.python_error.empty()) proc["python_error"] = p.python_error;
     if (!p.stacks_error.empty()) proc["native_error"] = p.stacks_error;
+    if (!p.without_stacks.empty()) proc["without_stacks"] = p.without_stacks;
     processes.push_back(std::move(proc));
   }
   return {{"schema", "mldoctor.stacks/1"}, {"processes", processes}};

@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -518,14 +517,14 @@ RuleSet RuleSet::with_user_dir(const std::string& dir, std::vector<RuleError>& e
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     std::string path = dir + "/" + name;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      errors.push_back({path, "cannot read: " + errno_text(errno)});
+    // A FIFO or a device named *.toml is refused unopened, not waited on.
+    std::string why;
+    std::optional<std::string> read = read_regular_file(path, (1u << 20) + 1, &why);
+    if (!read) {
+      errors.push_back({path, "cannot read: " + why});
       continue;
     }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    std::string text = buf.str();
+    std::string text = std::move(*read);
     if (text.size() > (1u << 20)) {
       errors.push_back({path, "larger than 1 MiB; not a rule file"});
       continue;

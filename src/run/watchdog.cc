@@ -295,6 +295,8 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
       std::vector<std::string> f = stat_fields(*stat);
       if (f.size() > 1 && is_number(f[1])) ps.ppid = std::stol(f[1]);
     }
+    if (std::optional<std::string> stat = read_small(host, dir + "/stat"))
+      ps.without_stacks = pystack::without_stacks(pid, *stat);
     if (std::optional<std::vector<std::string>> tasks = host.list_dir(dir + "/task")) {
       for (const std::string& tid : *tasks) {
         if (!is_number(tid)) continue;
@@ -320,14 +322,16 @@ HangSample sample_processes(const host::Host& host, const std::vector<long>& pid
       }
     }
     // Native stacks: only of the live machine (not under --root) and of
-    // processes that are ours to attach to.
-    if (host.is_live_root() && options.native_stacks) {
+    // processes that are ours to attach to; a zombie or a kernel thread has
+    // none, and its reason says so.
+    const bool stacks = ps.without_stacks.empty();
+    if (stacks && host.is_live_root() && options.native_stacks) {
       std::map<long, std::vector<std::string>> stacks = native_stacks(pid, &ps.stacks_error);
       for (ThreadSample& t : ps.threads)
         if (auto it = stacks.find(t.tid); it != stacks.end()) t.stack = std::move(it->second);
     }
     // Python stacks, read from the interpreter's memory (the job runs on).
-    if (host.is_live_root() && options.python_stacks) add_python_stacks(ps);
+    if (stacks && host.is_live_root() && options.python_stacks) add_python_stacks(ps);
     // Its rank, as the launcher set it: torchrun/torch.distributed, Open MPI,
     // MPICH/Hydra, Slurm. (Another user's environment is not readable.)
     const std::string env = host.read_file(dir + "/environ", 1 << 20).value_or("");

@@ -485,6 +485,31 @@ TEST(FixtureHost, SmallShmInDocker) {
   EXPECT_NE(findings[0].message.find("64 MiB"), std::string::npos) << findings[0].message;
 }
 
+// A chroot into a mounted disk: /dev/shm is a plain directory of its ext4
+// root. The disk's size is no shared-memory size: none is kept, and HOST004
+// (not HOST001) says what the directory is.
+TEST(FixtureHost, ChrootShmIsADirectoryOnDisk) {
+  HostFacts f = collect_host_facts(fixture("chroot-shm-dir"));
+  EXPECT_TRUE(f.shm.present);
+  EXPECT_TRUE(f.shm.disk_backed);
+  EXPECT_EQ(f.shm.fstype, "ext4");
+  EXPECT_EQ(f.shm.mount_point, "/");
+  EXPECT_FALSE(f.shm.size_bytes);
+  EXPECT_FALSE(f.shm.free_bytes);
+  EXPECT_EQ(f.shm.source, "/proc/self/mountinfo (ext4 at /)");
+  std::vector<Finding> findings = host_findings(f);
+  ASSERT_EQ(rules_of(findings), (std::vector<std::string>{"HOST004"}));
+  EXPECT_EQ(findings[0].message,
+            "/dev/shm is not a tmpfs but a directory on ext4 at /: PyTorch DataLoader workers' "
+            "batches, torch.multiprocessing queues and NCCL's shared-memory buffers become files "
+            "of that disk, bounded by its free space");
+  // A tmpfs mounted at /dev/shm stays shared memory.
+  HostFacts docker = collect_host_facts(fixture("small-shm"));
+  EXPECT_FALSE(docker.shm.disk_backed);
+  EXPECT_EQ(docker.shm.fstype, "tmpfs");
+  EXPECT_EQ(docker.shm.mount_point, "/dev/shm");
+}
+
 TEST(FixtureHost, LowMemlockWithRdma) {
   HostFacts f = collect_host_facts(fixture("low-memlock"));
   EXPECT_EQ(f.rdma_devices, (std::vector<std::string>{"mlx5_0"}));

@@ -191,6 +191,75 @@ TEST(LayoutVenv, SysPathSuffixAndAuditwheelLibs) {
   EXPECT_TRUE(env.problems.empty()) << problems_text(env);
 }
 
+// FIFOs where metadata and a .pth file should be: each is refused unopened
+// (the scan would wait forever in open(2)), named with what it is, and the
+// rest of the environment is still described.
+TEST(LayoutFifos, EachRefusedNamedAndTheRestStillRead) {
+  alarm(60);  // a read that waits fails the test instead of hanging it
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  t.file(sp + "/good-3.0.dist-info/METADATA", "Name: good\nVersion: 3.0\n");
+  t.dir(sp + "/blocked-1.0.dist-info");
+  t.dir(sp + "/numba/np/ufunc");
+  t.file(sp + "/numba-0.60.0.dist-info/METADATA", "Name: numba\nVersion: 0.60.0\n");
+  t.extension(sp + "/numba/np/ufunc/omppool.cpython-311-x86_64-linux-gnu.so", "omppool");
+  t.file(sp + "/extra.pth", "extra\n");
+  t.dir(sp + "/extra");
+  t.dir(sp + "/mine");
+  t.file(sp + "/mine/__init__.py", "from . import sub\n");
+  for (const std::string& fifo :
+       {sp + "/blocked-1.0.dist-info/METADATA", sp + "/numba-0.60.0.dist-info/RECORD",
+        sp + "/numba-0.60.0.dist-info/INSTALLER", sp + "/zz-hang.pth", sp + "/mine/sub.py"})
+    ASSERT_EQ(mkfifo(t.at(fifo).c_str(), 0644), 0) << fifo;
+
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  Environment env = scan_environment(h, opts);
+  const Distribution* blocked = env.find_distribution("blocked");
+  ASSERT_NE(blocked, nullptr);  // named after its directory
+  EXPECT_EQ(blocked->error, "METADATA: not a regular file (a FIFO): not read");
+  EXPECT_TRUE(has_problem(env, sp + "/blocked-1.0.dist-info",
+                          "METADATA: not a regular file (a FIFO): not read"))
+      << problems_text(env);
+  ASSERT_NE(env.find_distribution("numba"), nullptr);
+  EXPECT_EQ(env.find_distribution("numba")->version, "0.60.0");
+  EXPECT_FALSE(env.find_distribution("numba")->installer);
+  ASSERT_NE(env.find_distribution("good"), nullptr);
+  // The other .pth still adds its directory; the FIFO one is named with
+  // what site.py does to it.
+  EXPECT_NE(std::find(env.python.sys_path.begin(), env.python.sys_path.end(), sp + "/extra"),
+            env.python.sys_path.end());
+  ASSERT_EQ(env.python.unread_pth.size(), 1u);
+  EXPECT_EQ(env.python.unread_pth[0].path, sp + "/zz-hang.pth");
+  EXPECT_EQ(env.python.unread_pth[0].what,
+            "not a regular file (a FIFO): not read; site.py waits on it at every start-up of "
+            "this Python until something writes to it");
+  // numba's extension module is found all the same (its tree, RECORD unread).
+  ASSERT_NE(env.find_package("numba"), nullptr);
+  EXPECT_EQ(env.find_package("numba")->extension_modules.size(), 1u);
+  // The import walk takes a module's source only when it is a regular file,
+  // as Python's FileFinder does (a FIFO sub.py is no module): nothing read.
+  std::vector<ScanProblem> walk;
+  ImportedPackage mine;
+  mine.import_name = "mine";
+  mine.kind = ImportKind::Package;
+  mine.path = sp + "/mine";
+  mine.site_dir = sp;
+  EXPECT_TRUE(import_events(h, mine, walk).empty());
+  EXPECT_TRUE(walk.empty());
+  // And the host kept every FIFO it was asked to read, once each.
+  std::vector<std::string> refused;
+  for (const host::RefusedFile& f : h.refused_files()) refused.push_back(f.path);
+  EXPECT_EQ(refused,
+            (std::vector<std::string>{sp + "/blocked-1.0.dist-info/METADATA",
+                                      sp + "/numba-0.60.0.dist-info/INSTALLER",
+                                      sp + "/numba-0.60.0.dist-info/RECORD", sp + "/zz-hang.pth"}));
+  alarm(0);
+}
+
 TEST(LayoutConda, TorchWheelNvidiaAndRecordLibraries) {
   Tree t;
   t.elf("/opt/conda/bin/python3.10", executable());
@@ -390,9 +459,11 @@ TEST(LayoutBroken, EachProblemNamedRestStillFound) {
   std::vector<std::string> modules;
   for (const NativeFile& f : numba->extension_modules)
     if (f.loadable_by_interpreter) modules.push_back(f.module);
-  EXPECT_EQ(modules,
-            (std::vector<std::string>{"numba.np.ufunc._internal", "numba.np.ufunc.omppool",
-                                      "numba.np.ufunc.plain", "numba.np.ufunc.workqueue"}));
+  // fake.cpython-311-...so is no ELF file, but import dlopen()s what is
+  // named so all the same (and fails): it stays a module, for the replay.
+  EXPECT_EQ(modules, (std::vector<std::string>{"numba.np.ufunc._internal", "numba.np.ufunc.fake",
+                                               "numba.np.ufunc.omppool", "numba.np.ufunc.plain",
+                                               "numba.np.ufunc.workqueue"}));
   std::vector<std::string> libs;
   for (const NativeFile& f : numba->libraries) libs.push_back(f.path.substr(sp.size()));
   EXPECT_EQ(libs, (std::vector<std::string>{"/numba/helper.so", "/numba/np/ufunc/armlib.so.1"}));
@@ -476,6 +547,8 @@ std::string probe_error(const std::string& script,
   chmod(path.c_str(), 0755);
   try {
     probe_interpreter(host::Host::live(), path, ProbeOptions{timeout});
+  } catch (const ProbeTimeout& e) {
+    return std::string("ProbeTimeout: ") + e.what();
   } catch (const PyenvError& e) {
     return e.what();
   }
@@ -491,7 +564,14 @@ TEST(Probe, CrashHangExitAndGarbageAreClearErrors) {
   EXPECT_NE(probe_error("echo hello").find("printed no answer: hello"), std::string::npos);
   EXPECT_NE(probe_error("echo '{\"mldoctor_probe\": 1}'").find("lacks a field"), std::string::npos);
   std::string hang = probe_error("exec sleep 30", std::chrono::milliseconds(300));
-  EXPECT_NE(hang.find("no answer within 300 ms; killed"), std::string::npos) << hang;
+  EXPECT_TRUE(hang.starts_with("ProbeTimeout: ")) << hang;
+  EXPECT_NE(hang.find("did not answer within 300 ms and was killed"), std::string::npos) << hang;
+  hang = probe_error("exec sleep 30", std::chrono::seconds(1));
+  EXPECT_NE(hang.find("did not answer within 1 s and was killed; a Python start-up waits like "
+                      "this on something sitecustomize, usercustomize or a .pth file's import "
+                      "line runs"),
+            std::string::npos)
+      << hang;
   EXPECT_NE(probe_error("").find("printed no answer"), std::string::npos);
   try {
     probe_interpreter(host::Host::live(), "/nonexistent/python3");
@@ -510,7 +590,7 @@ TEST(Probe, ATimedOutWrapperTakesItsChildrenWithIt) {
   const std::string pidfile = t.at("/child.pid");
   std::string hang =
       probe_error("sleep 60 & echo $! > " + pidfile + "; wait", std::chrono::milliseconds(500));
-  EXPECT_NE(hang.find("no answer within 500 ms; killed"), std::string::npos) << hang;
+  EXPECT_NE(hang.find("did not answer within 500 ms and was killed"), std::string::npos) << hang;
   std::ifstream in(pidfile);
   long child = 0;
   ASSERT_TRUE(in >> child) << "the wrapper wrote its child's pid";
@@ -654,6 +734,71 @@ TEST(RealPython, ProbeCarriesAwkwardPathsExactly) {
   PythonFacts f = probe_interpreter(h, kSystemPython);
   for (const std::string& p : awkward)
     EXPECT_NE(std::find(f.sys_path.begin(), f.sys_path.end(), p), f.sys_path.end()) << p;
+}
+
+// site.py opens every .pth file of a site directory at start-up, and a FIFO
+// stops it there until something writes. The probe runs site itself with
+// such files skipped: the real interpreter answers at once, names the FIFO,
+// and still runs the other .pth files (their directories are on sys.path).
+TEST(RealPython, AFifoPthIsNamedNotWaitedOn) {
+  if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
+  Tree home;
+  nlohmann::json v = ask_python("import sys, json; print(json.dumps(list(sys.version_info[:2])))");
+  const std::string xy = std::to_string(v[0].get<int>()) + "." + std::to_string(v[1].get<int>());
+  const std::string user_site = "/.local/lib/python" + xy + "/site-packages";
+  home.file(user_site + "/aa.pth", "extra\n");
+  home.dir(user_site + "/extra");
+  ASSERT_EQ(mkfifo(home.at(user_site + "/zz.pth").c_str(), 0644), 0);
+  host::Host h = host::Host::live();
+  h.setenv("HOME", home.root());
+  h.unsetenv("PYTHONNOUSERSITE");
+  PythonFacts f = probe_interpreter(h, kSystemPython, ProbeOptions{std::chrono::seconds(60)});
+  ASSERT_EQ(f.unread_pth.size(), 1u);
+  EXPECT_EQ(f.unread_pth[0].path, home.at(user_site + "/zz.pth"));
+  EXPECT_EQ(f.unread_pth[0].what,
+            "not a regular file (a FIFO): not read; site.py waits on it at every start-up of "
+            "this Python until something writes to it");
+  EXPECT_NE(std::find(f.sys_path.begin(), f.sys_path.end(), home.at(user_site + "/extra")),
+            f.sys_path.end());
+}
+
+// An interpreter that never answers is killed at the timeout, and what its
+// layout says is still described (a venv here), with why it came from there.
+TEST(Probe, TimedOutInterpreterIsDescribedFromItsLayout) {
+  if (access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " absent";
+  nlohmann::json v = ask_python("import sys, json; print(json.dumps(list(sys.version_info[:3])))");
+  const std::string xy = std::to_string(v[0].get<int>()) + "." + std::to_string(v[1].get<int>());
+  Tree venv;
+  const std::string python = venv.at("/bin/python");
+  venv.file("/bin/python", "#!/bin/sh\nexec sleep 60\n");
+  chmod(python.c_str(), 0755);
+  venv.file("/pyvenv.cfg",
+            "home = /usr/bin\ninclude-system-site-packages = false\nversion = " + xy + ".0\n");
+  const std::string sp = "/lib/python" + xy + "/site-packages";
+  venv.file(sp + "/good-1.0.dist-info/METADATA", "Name: good\nVersion: 1.0\n");
+  ScanOptions opts;
+  opts.python = python;
+  opts.probe.timeout = std::chrono::milliseconds(500);
+  Environment env = scan_environment(host::Host::live(), opts);
+  EXPECT_EQ(env.python.origin, FactsOrigin::Layout);
+  EXPECT_EQ(env.python.prefix, venv.root());
+  EXPECT_NE(env.python.probe_error.find(python + ": the interpreter did not answer within 500 ms "
+                                                 "and was killed"),
+            std::string::npos)
+      << env.python.probe_error;
+  ASSERT_NE(env.find_distribution("good"), nullptr);
+  // Without a layout to fall back on, the timeout is the error.
+  Tree bare;
+  bare.file("/python", "#!/bin/sh\nexec sleep 60\n");
+  chmod(bare.at("/python").c_str(), 0755);
+  opts.python = bare.at("/python");
+  try {
+    scan_environment(host::Host::live(), opts);
+    ADD_FAILURE() << "no error";
+  } catch (const ProbeTimeout& e) {
+    EXPECT_NE(std::string(e.what()).find("nor does its layout describe it"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Probe, AnswerAfterNoiseAndMalformedAnswers) {

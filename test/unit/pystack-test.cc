@@ -6,7 +6,11 @@
 // libpython3.13.so.1.0 against offsetof() in 3.13's own headers. The live
 // reader is tested against faulthandler on real processes
 // (test/e2e/stacks-interpreters.py).
+#include "pystack/pystack.h"
+
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -204,3 +208,70 @@ TEST(Versions, HexVersionsReadAsPeopleWriteThem) {
 }
 
 }  // namespace
+
+// ─── Processes with no stacks at all ────────────────────────────────────────
+// A zombie and a kernel thread have no memory to read: they are named as
+// what they are, and root is never told to run as root.
+
+TEST(WithoutStacks, ZombieAndKernelThreadFromTheirStatLines) {
+  // proc_pid_stat(5) lines as the kernel writes them (fields 3, 9 and 20:
+  // state, flags, num_threads), one with a command holding ") Z (".
+  const std::string zombie =
+      "4242 (python3) Z 4200 4242 4200 0 -1 4227084 1 0 0 0 3 1 0 0 20 0 1 0 9 0 0 "
+      "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+  const std::string kthreadd =
+      "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 19 0 0 "
+      "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0";
+  const std::string sleeping =
+      "77 (a ) Z (b) S 1 77 77 0 -1 4194560 100 0 0 0 1 1 0 0 20 0 1 0 50 1000 100 "
+      "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0";
+  // A leader that called pthread_exit while 3 threads run: Z, but not dead.
+  const std::string leader_gone =
+      "90 (train) Z 1 90 90 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 4 0 9 0 0 "
+      "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+  EXPECT_EQ(pystack::without_stacks(4242, zombie),
+            "pid 4242 is a zombie: it has exited and its parent has not reaped it; there are no "
+            "stacks to read");
+  EXPECT_EQ(pystack::without_stacks(2, kthreadd), "pid 2 is a kernel thread: it runs no Python");
+  EXPECT_EQ(pystack::without_stacks(77, sleeping), "");
+  EXPECT_EQ(pystack::without_stacks(90, leader_gone), "");
+  EXPECT_EQ(pystack::without_stacks(1, "garbage"), "");
+  EXPECT_EQ(pystack::without_stacks(1, "1 (init) S 0"), "");
+}
+
+TEST(WithoutStacks, TheReaderNamesARealZombieAndKernelThread) {
+  // A child that exits and is not waited for.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  std::string state;
+  for (int i = 0; i < 500 && state != "Z"; i++) {
+    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    state = line.size() > line.rfind(')') + 2 ? line.substr(line.rfind(')') + 2, 1) : "";
+    if (state != "Z") usleep(10000);
+  }
+  ASSERT_EQ(state, "Z");
+  const pystack::Process z = pystack::read_stacks(child);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(z.error, "pid " + std::to_string(child) +
+                         " is a zombie: it has exited and its parent has not reaped it; there "
+                         "are no stacks to read");
+  // A kernel thread: the first pid whose flags have PF_KTHREAD (none is
+  // visible inside a PID namespace).
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    std::getline(in, line);
+    const long pid = std::stol(name);
+    if (pystack::without_stacks(pid, line).find("kernel thread") == std::string::npos) continue;
+    const pystack::Process k = pystack::read_stacks(pid);
+    EXPECT_EQ(k.error, "pid " + name + " is a kernel thread: it runs no Python");
+    EXPECT_EQ(k.error.find("root"), std::string::npos);
+    return;
+  }
+  GTEST_SKIP() << "no kernel thread visible here (a PID namespace)";
+}

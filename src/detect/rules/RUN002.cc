@@ -176,6 +176,8 @@ MLD_DETECTOR(RUN002) {
         hang.evidence.push_back(
             {std::string(g.python ? "    native: " : "    ") + g.native_stack, "", std::nullopt});
     }
+    if (!p.without_stacks.empty())
+      hang.evidence.push_back({"  " + p.without_stacks, "", std::nullopt});
     if (p.cpython && !p.python_error.empty())
       hang.evidence.push_back({"  no Python stacks: " + p.python_error, "", std::nullopt});
     if (!p.stacks_error.empty())

@@ -408,6 +408,28 @@ def opencv_vendored_env(t, cv2_glibcxx=None):
     return dict(root=venv, python=python, site=site, torch=torch, cv2=cv2, sklearn=sk)
 
 
+def broken_install_env():
+    """For the tests that break a working install on purpose (check-fifo-venv,
+    check-probe-timeout): exits 77 without patchelf, readelf or the system's
+    libgomp, else builds opencv_vendored_env (OMP001) in a fresh scratch
+    directory. Returns (that directory, the fixture, the environment both
+    halves run in, with NO_COLOR)."""
+    from mldtest import scratch
+    from scenarios import scenario_env, skip_unless
+    skip_unless(tools=("patchelf", "readelf", GOMP))
+    t = scratch()
+    return t, opencv_vendored_env(t), scenario_env(NO_COLOR="1")
+
+
+def start_waits(python, env, seconds=5):
+    """Whether PYTHON's start-up (`-c pass`) is still waiting after SECONDS."""
+    try:
+        subprocess.run([python, "-c", "pass"], env=env, timeout=seconds, capture_output=True)
+        return False
+    except subprocess.TimeoutExpired:
+        return True
+
+
 def nvidia_env(t, real_cudart=True):
     """(d) A venv with a CUDA-shaped pip torch: torch/lib/libtorch_global_deps.so
     and libtorch_cuda.so NEED libcublas.so.12 and libcudart.so.12 through
