@@ -14,6 +14,7 @@ Skipped (77) without root, unshare, mpirun or the MPI plugin.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,9 +95,12 @@ with tempfile.TemporaryDirectory() as t:
         check(os_f and "node[1-2]" in os_f[0]["message"] and OTHER_OS + " on node3" in os_f[0]["message"],
               "FLEET003 names node3 and the others as a host range: %s" % os_f)
         clock = [f for f in doc["findings"] if f["rule"] == "FLEET006"]
-        check(clock and any(e["text"].startswith("node3: +5.0") for e in clock[0]["evidence"])
+        # The offset is measured over a round trip (4.991 s under load once):
+        # the text must show it near 5 s, as the JSON's figure below.
+        node3 = [re.match(r"node3: \+(\d+\.\d+) s from node1", e["text"]) for e in clock[0]["evidence"]] if clock else []
+        check(any(m and 4.5 < float(m.group(1)) < 5.5 for m in node3)
               and any(e["text"] == "node1: +0.000 s from node1" for e in clock[0]["evidence"]),
-              "FLEET006 shows node3 5 s ahead of node1: %s" % clock)
+              "FLEET006 shows node3 about 5 s ahead of node1: %s" % clock)
         off = doc["max_clock_offset_s"]
         check(off is not None and 4.5 < abs(off) < 5.5, "node3's offset measured near 5 s: %s" % off)
 
