@@ -94,14 +94,21 @@ NOT_RUNNABLE = {
         "the OOM kill it shows needs the job in a 96 MiB memory cgroup (e2e-run-deaths makes one)",
     "mldoctor run -- python3 train.py": "README's seed 003 illustration (e2e-golden-reports runs it as run-seed003-numba-torch)",
     "mldoctor run -- python3 launch.py": "two ranks against CUDA 13's libcudart and libnccl (e2e-run-device-binding runs it)",
-    "mldoctor run --hang-timeout 10 -- python3 launch.py 4 2 rank.py":
-        "four gloo ranks with rank 2 asleep before all_reduce (e2e-run-gloo-odd-rank runs it)",
-    "mldoctor stacks 7680": "the pid of rank 2 in that hung run",
+    "mldoctor run --hang-timeout 10 --kill-on-hang -- python3 launch.py 2 1 rank.py":
+        "two gloo ranks with rank 1 asleep before all_reduce, launch.py and rank.py written by the test "
+        "(e2e-run-hang-report runs it and checks its report)",
+    "mldoctor stacks 7509": "the pid of rank 1 in that hung run",
+    "mldoctor run --hang-timeout 5 --kill-on-hang -- python3 repro.py libtiny0.so libtiny1.so ...":
+        "the GIL/loader-lock deadlock, repro.py and its libraries built by the test "
+        "(e2e-run-loader-lock-deadlock runs it and checks RUN007)",
+    "mldoctor run --logs -- python3 job.py files.go files.pid":
+        "a job that leaves a daemon holding its output, job.py written by the test "
+        "(e2e-run-logs-daemon runs it and checks the exit after 2 s)",
 }
 
 # Bare mentions of a command or option that takes arguments ("watch it with
 # `mldoctor run`"): the subcommand and options must exist (--help).
-REFERENCES = {"mldoctor run", "mldoctor libs", "mldoctor logs", "mldoctor stacks", "mldoctor diff", "mldoctor explain",
+REFERENCES = {"mldoctor run", "mldoctor run --hang-timeout", "mldoctor libs", "mldoctor logs", "mldoctor stacks", "mldoctor diff", "mldoctor explain",
               "mldoctor libs --load-order"}
 
 # Placeholders of the rule texts, replaced by what the sandbox has.
