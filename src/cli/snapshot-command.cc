@@ -60,13 +60,19 @@ int run_snapshot(const CommonOptions& common, const SnapshotOptions& opts) {
   }
   // What the live checks learn from system calls or CPUID, as files that
   // `check --root` reads instead: resource limits, and the CPUID leaves the
-  // cpuinfo model used (host::kCpuidFile, in `cpuid -r` form).
+  // cpuinfo and OpenMP models used (host::kCpuidFile, in `cpuid -r` form).
   host.read_file("/proc/self/limits");
   std::map<std::string, std::string> facts;
   if (r.facts.host.glibc_version)
     facts[std::string(base_name(host::kGlibcReleaseFile))] = *r.facts.host.glibc_version;
   if (std::optional<host::CpuidDump> cpuid = host.cpuid(nullptr)) {
     std::string dump = host::format_cpuid_dump(*cpuid);
+    // The other CPUs of this process's mask, topology leaves only: what
+    // the OpenMP models number cores from (hostfacts/openmp-topology.cc).
+    const hostfacts::CpuFacts& cpu = r.facts.host.cpu;
+    if (const std::optional<std::vector<u32>>& cpus = cpu.affinity ? cpu.affinity : cpu.online)
+      for (const auto& [c, d] : host.cpuid_per_cpu(*cpus, nullptr))
+        if (c != cpuid->cpu) dump += host::format_cpuid_dump(d);
     if (!dump.empty() && dump.back() == '\n') dump.pop_back();  // write_snapshot adds the newline
     facts[std::string(base_name(host::kCpuidFile))] = dump;
   }

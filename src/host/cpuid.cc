@@ -11,10 +11,16 @@
 // The live capture asks the leaves `cpuid -r` asks: every basic and extended
 // leaf up to the maximum the CPU reports, with the sub-leaves of the leaves
 // that have them (cache and topology enumerations until their terminator).
+// OpenMP runtimes number cores from the answers of every CPU (LLVM's libomp
+// moves its thread to each CPU in turn and reads its APIC ID), so the
+// topology leaves are also captured per CPU the same way, and a snapshot
+// records them as further "CPU n:" sections after the first CPU's full dump.
 #include <cpuid.h>
 #include <sched.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "host/host.h"
 
@@ -101,11 +107,14 @@ std::optional<std::pair<std::pair<u32, u32>, CpuidRegs>> parse_leaf_line(std::st
 
 }  // namespace
 
-std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* error,
-                                          std::optional<u32> want_cpu) {
-  CpuidDump dump;
-  std::optional<u32> cpu;     // the "CPU n:" section being read
-  std::optional<u32> chosen;  // the section kept
+namespace {
+
+// Calls leaf(section, key, regs) for every leaf line of `text`, the section
+// being the CPU of the last "CPU n:" line (0 before any). False with *error
+// set on a malformed line.
+template <typename F>
+bool scan_cpuid_text(std::string_view text, std::string* error, F&& leaf) {
+  u32 cpu = 0;
   size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -123,24 +132,37 @@ std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* er
       if (!ok) {
         if (error)
           *error = "line " + std::to_string(line_no) + ": not a CPU number: " + std::string(t);
-        return std::nullopt;
+        return false;
       }
       cpu = v;
       continue;
     }
     if (!t.starts_with("0x")) continue;  // headers and comments of other tools' dumps
-    std::optional<std::pair<std::pair<u32, u32>, CpuidRegs>> leaf = parse_leaf_line(t);
-    if (!leaf) {
+    std::optional<std::pair<std::pair<u32, u32>, CpuidRegs>> l = parse_leaf_line(t);
+    if (!l) {
       if (error)
         *error = "line " + std::to_string(line_no) +
                  ": not a CPUID leaf: " + std::string(t.substr(0, 80));
-      return std::nullopt;
+      return false;
     }
-    const u32 section = cpu.value_or(0);
-    if (want_cpu ? section != *want_cpu : (chosen && section != *chosen)) continue;
-    chosen = section;
-    dump.leaves[leaf->first] = leaf->second;
+    leaf(cpu, l->first, l->second);
   }
+  return true;
+}
+
+}  // namespace
+
+std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* error,
+                                          std::optional<u32> want_cpu) {
+  CpuidDump dump;
+  std::optional<u32> chosen;  // the section kept
+  const bool ok =
+      scan_cpuid_text(text, error, [&](u32 section, std::pair<u32, u32> key, const CpuidRegs& r) {
+        if (want_cpu ? section != *want_cpu : (chosen && section != *chosen)) return;
+        chosen = section;
+        dump.leaves[key] = r;
+      });
+  if (!ok) return std::nullopt;
   if (dump.leaves.empty()) {
     if (error)
       *error = want_cpu ? "no CPUID leaves for CPU " + std::to_string(*want_cpu)
@@ -149,6 +171,23 @@ std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* er
   }
   dump.cpu = chosen.value_or(0);
   return dump;
+}
+
+std::optional<std::map<u32, CpuidDump>> parse_cpuid_dumps(std::string_view text,
+                                                          std::string* error) {
+  std::map<u32, CpuidDump> dumps;
+  const bool ok =
+      scan_cpuid_text(text, error, [&](u32 section, std::pair<u32, u32> key, const CpuidRegs& r) {
+        CpuidDump& d = dumps[section];
+        d.cpu = section;
+        d.leaves[key] = r;
+      });
+  if (!ok) return std::nullopt;
+  if (dumps.empty()) {
+    if (error) *error = "no CPUID leaves";
+    return std::nullopt;
+  }
+  return dumps;
 }
 
 std::string format_cpuid_dump(const CpuidDump& dump) {
@@ -166,14 +205,17 @@ std::string format_cpuid_dump(const CpuidDump& dump) {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
+// Runs CPUID on this CPU and records the answer in `dump`.
+CpuidRegs ask_cpu(CpuidDump& dump, u32 leaf, u32 subleaf) {
+  CpuidRegs r;
+  __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+  dump.leaves[{leaf, subleaf}] = r;
+  return r;
+}
+
 CpuidDump capture_cpuid() {
   CpuidDump dump;
-  auto ask = [&dump](u32 leaf, u32 subleaf) {
-    CpuidRegs r;
-    __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
-    dump.leaves[{leaf, subleaf}] = r;
-    return r;
-  };
+  auto ask = [&dump](u32 leaf, u32 subleaf) { return ask_cpu(dump, leaf, subleaf); };
   // Sub-leaves: enumerations ended by a zero type field (cache leaves 4 and
   // 0x8000001D: EAX[4:0]; topology leaves 0xB, 0x1F and AMD's 0x80000026:
   // ECX[15:8], the terminating sub-leaf kept), a count in sub-leaf 0 (7, 0x14,
@@ -228,6 +270,28 @@ CpuidDump capture_cpuid() {
   dump.cpu = cpu >= 0 ? static_cast<u32>(cpu) : 0;
   return dump;
 }
+
+// The leaves OpenMP runtimes read on each CPU to number it: 0, 1, the
+// enumerations of 4, 0xB and 0x1F (the terminating sub-leaf kept), and the
+// extended leaves up to 0x80000008 (AMD's core count).
+CpuidDump capture_topology_leaves() {
+  CpuidDump dump;
+  auto ask = [&dump](u32 leaf, u32 subleaf) { return ask_cpu(dump, leaf, subleaf); };
+  const u32 max_basic = ask(0, 0).eax;
+  if (max_basic >= 1) ask(1, 0);
+  if (max_basic >= 4)
+    for (u32 s = 0; s < 16 && (ask(4, s).eax & 0x1f) != 0; s++) {
+    }
+  for (u32 leaf : {0xBu, 0x1Fu})
+    if (max_basic >= leaf)
+      for (u32 s = 0; s < 16 && ((ask(leaf, s).ecx >> 8) & 0xff) != 0; s++) {
+      }
+  const u32 max_extended = ask(0x80000000, 0).eax;
+  for (u32 leaf = 0x80000001; leaf <= 0x80000008 && leaf <= max_extended; leaf++) ask(leaf, 0);
+  const int cpu = sched_getcpu();
+  dump.cpu = cpu >= 0 ? static_cast<u32>(cpu) : 0;
+  return dump;
+}
 #endif
 
 }  // namespace
@@ -241,7 +305,7 @@ std::optional<CpuidDump> Host::cpuid(std::string* why) const {
     return std::nullopt;
 #endif
   }
-  std::optional<std::string> text = read_file(kCpuidFile, 1 << 20);
+  std::optional<std::string> text = read_file(kCpuidFile, 16 << 20);
   if (!text) {
     if (why) *why = "the tree has no CPUID dump at " + std::string(kCpuidFile);
     return std::nullopt;
@@ -250,6 +314,51 @@ std::optional<CpuidDump> Host::cpuid(std::string* why) const {
   std::optional<CpuidDump> dump = parse_cpuid_dump(*text, &error);
   if (!dump && why) *why = std::string(kCpuidFile) + ": " + error;
   return dump;
+}
+
+std::map<u32, CpuidDump> Host::cpuid_per_cpu(const std::vector<u32>& cpus, std::string* why) const {
+  std::map<u32, CpuidDump> out;
+  if (is_live_root()) {
+#if defined(__x86_64__) || defined(__i386__)
+    // Moves only this thread (sched_setaffinity with pid 0), and puts it
+    // back: the process's other threads and its children are not touched.
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    if (sched_getaffinity(0, sizeof saved, &saved) != 0) {
+      if (why) *why = std::string("sched_getaffinity: ") + std::strerror(errno);
+      return out;
+    }
+    for (u32 c : cpus) {
+      if (c >= CPU_SETSIZE) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) continue;
+      CpuidDump d = capture_topology_leaves();
+      if (d.cpu == c) out.emplace(c, std::move(d));
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+    if (out.empty() && why) *why = "this thread could run on none of the CPUs asked for";
+#else
+    if (why) *why = "this machine is not x86: it has no CPUID instruction";
+#endif
+    return out;
+  }
+  std::optional<std::string> text = read_file(kCpuidFile, 16 << 20);
+  if (!text) {
+    if (why) *why = "the tree has no CPUID dump at " + std::string(kCpuidFile);
+    return out;
+  }
+  std::string error;
+  std::optional<std::map<u32, CpuidDump>> all = parse_cpuid_dumps(*text, &error);
+  if (!all) {
+    if (why) *why = std::string(kCpuidFile) + ": " + error;
+    return out;
+  }
+  for (u32 c : cpus)
+    if (auto it = all->find(c); it != all->end()) out.emplace(c, it->second);
+  if (out.empty() && why) *why = std::string(kCpuidFile) + " has no section of these CPUs";
+  return out;
 }
 
 std::optional<std::string> Host::recorded_glibc_release() const {

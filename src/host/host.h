@@ -101,6 +101,10 @@ inline constexpr std::string_view kGlibcReleaseFile = "/.mldoctor/glibc";
 // leaf line is malformed or no leaf is found.
 std::optional<CpuidDump> parse_cpuid_dump(std::string_view text, std::string* error,
                                           std::optional<u32> want_cpu = std::nullopt);
+// Every "CPU n:" section of such text, by CPU (text without sections is
+// CPU 0's). nullopt with *error set as parse_cpuid_dump's.
+std::optional<std::map<u32, CpuidDump>> parse_cpuid_dumps(std::string_view text,
+                                                          std::string* error);
 std::string format_cpuid_dump(const CpuidDump& dump);
 
 // What a Host was asked to read, for `mldoctor snapshot`: every file's
@@ -256,6 +260,13 @@ class Host {
   // with *why set when there is none (not x86, a tree without a dump, a
   // malformed dump).
   std::optional<CpuidDump> cpuid(std::string* why) const;
+  // The topology leaves of each CPU of `cpus` (0, 1, 4, 0xB, 0x1F and
+  // 0x80000000-0x80000008: what OpenMP runtimes read, one CPU at a time,
+  // to number cores): live, this thread is moved to each CPU in turn and
+  // back (CPUs it may not run on are left out); under a root, the sections
+  // of the dump at kCpuidFile that name those CPUs. Empty with *why set
+  // when there are none (not x86, no dump).
+  std::map<u32, CpuidDump> cpuid_per_cpu(const std::vector<u32>& cpus, std::string* why) const;
   // The C library's release a tree records at kGlibcReleaseFile (a
   // snapshot); nullopt on the live machine, which has its libc.so.6 to read,
   // and in trees without one.

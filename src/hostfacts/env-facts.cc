@@ -234,6 +234,41 @@ bool valid_kmp_blocktime(std::string_view v) {
   return parse_u64(trim(v)).has_value();
 }
 
+}  // namespace
+
+std::optional<std::vector<std::string>> detail::kmp_affinity_items(std::string_view v) {
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  for (char c : v) {
+    if (c == '[') depth++;
+    if (c == ']') depth--;
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  items.push_back(cur);
+  if (depth != 0) return std::nullopt;
+  return items;
+}
+
+std::string kmp_affinity_type(std::string_view v) {
+  std::string type;
+  if (std::optional<std::vector<std::string>> items = kmp_affinity_items(lower(v)))
+    for (const std::string& raw : *items) {
+      const std::string_view i = trim(raw);
+      for (const char* t : {"none", "physical", "logical", "compact", "scatter", "explicit",
+                            "balanced", "disabled"})
+        if (i == t) type = t;
+    }
+  return type;
+}
+
+namespace {
+
 // KMP_AFFINITY: comma-separated modifiers and one type; proclist=[...] may
 // hold commas, so brackets are kept together.
 bool valid_kmp_affinity(std::string_view v, std::string* bad) {
@@ -241,25 +276,12 @@ bool valid_kmp_affinity(std::string_view v, std::string* bad) {
       "none",       "compact",      "scatter",   "explicit", "balanced",   "disabled", "logical",
       "physical",   "verbose",      "noverbose", "warnings", "nowarnings", "respect",  "norespect",
       "duplicates", "noduplicates", "dups",      "nodups",   "reset",      "noreset"};
-  std::vector<std::string> tokens;
-  std::string cur;
-  int depth = 0;
-  for (char c : v) {
-    if (c == '[') depth++;
-    if (c == ']') depth--;
-    if (c == ',' && depth == 0) {
-      tokens.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  tokens.push_back(cur);
-  if (depth != 0) {
+  std::optional<std::vector<std::string>> tokens = kmp_affinity_items(v);
+  if (!tokens) {
     *bad = std::string(v);
     return false;
   }
-  for (const std::string& t0 : tokens) {
+  for (const std::string& t0 : *tokens) {
     std::string t = lower(trim(t0));
     bool ok = words.count(t) || parse_u64(t).has_value();
     if (!ok && t.starts_with("granularity=")) ok = t.size() > 12;

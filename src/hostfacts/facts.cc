@@ -3,6 +3,7 @@
 // judge them are detectors (src/detect/rules/HOST00*.cc, ENV0*.cc).
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "hostfacts/hostfacts-internal.h"
 #include "hostfacts/hostfacts.h"
@@ -67,6 +68,30 @@ json rank_binding(const RankBinding& b) {
           {"bound", b.bound},
           {"source", b.source.empty() ? json(nullptr) : json(b.source)},
           {"ignored", b.ignored}};
+}
+
+// What each OpenMP runtime numbers among the mask's CPUs (the counts and
+// how; the places follow from them and the variables, THR004).
+json openmp_topology(const OpenMpTopology& t) {
+  auto text = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  json llvm = {{"unknown", text(t.llvm.unknown)}};
+  if (t.llvm.unknown.empty())
+    llvm.update({{"method", t.llvm.method},
+                 {"skipped", t.llvm.skipped},
+                 {"packages", t.llvm.packages},
+                 {"cores", t.llvm.cores},
+                 {"ids_from", text(t.llvm.ids_from)},
+                 {"steps", t.llvm.steps}});
+  json gnu = {{"unknown", text(t.gomp.unknown)}};
+  if (t.gomp.unknown.empty()) {
+    std::set<std::vector<u32>> cores, packages;
+    for (const auto& [cpu, c] : t.gomp.core_cpus) cores.insert(c);
+    for (const auto& [cpu, c] : t.gomp.package_cpus) packages.insert(c);
+    gnu.update({{"packages", packages.size()}, {"cores", cores.size()}});
+  }
+  return {{"cpus", t.mask.empty() ? json(nullptr) : json(format_cpu_list(t.mask))},
+          {"llvm", llvm},
+          {"gnu", gnu}};
 }
 
 json paths(const std::vector<LoaderPathEntry>& entries) {
@@ -157,6 +182,7 @@ void to_json(json& j, const HostFacts& f) {
         {"processors", opt(f.cpuinfo.processors)},
         {"cores", opt(f.cpuinfo.cores)},
         {"steps", f.cpuinfo.steps}}},
+      {"openmp_topology", openmp_topology(f.openmp_topology)},
       {"nvidia_driver", opt(f.nvidia_driver)},
       {"gpus", f.gpus},
   };

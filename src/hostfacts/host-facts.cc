@@ -464,6 +464,10 @@ HostFacts collect_host_facts(const host::Host& host, const CollectOptions& optio
     f.cpu_model = line_field(*info, "model name", ':');
   f.architecture = analysed_architecture(host);
   f.cpuinfo = count_cpuinfo(host, f.architecture);
+  const std::vector<u32> mask =
+      f.cpu.affinity ? *f.cpu.affinity : f.cpu.online.value_or(std::vector<u32>{});
+  f.openmp_topology =
+      model_openmp_topology(read_openmp_topology_inputs(host, f.architecture, mask));
   collect_gpus(host, f);
   return f;
 }

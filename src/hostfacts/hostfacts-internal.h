@@ -130,4 +130,8 @@ const MountEntry* holding_mount(const std::vector<MountEntry>& mounts, std::stri
 // the file read ("" when neither could be read).
 std::vector<MountEntry> read_mounts(const host::Host& host, std::string* source);
 
+// KMP_AFFINITY's comma-separated items, a proclist=[...] kept whole (its
+// brackets hold commas); nullopt when the brackets do not match.
+std::optional<std::vector<std::string>> kmp_affinity_items(std::string_view v);
+
 }  // namespace mld::hostfacts::detail

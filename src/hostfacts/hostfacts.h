@@ -120,6 +120,97 @@ CpuinfoInputs read_cpuinfo_inputs(const host::Host& host, const std::string& arc
 CpuinfoCounts count_cpuinfo(const CpuinfoInputs& inputs);
 CpuinfoCounts count_cpuinfo(const host::Host& host, const std::string& arch);
 
+// openmp-topology.cc /////////////////////////////////////////////////////////
+
+// The hardware an OpenMP runtime numbers when it builds its places, for the
+// CPUs of this process's affinity mask. GNU libgomp reads the kernel's
+// topology files; LLVM's libomp (and Intel's libiomp5, its sibling) decodes
+// the APIC IDs CPUID gives on each CPU, and so can see other cores than the
+// kernel (a CPU without CPUID leaf 0xB: one core per package).
+struct LlvmOmpCpu {
+  u32 cpu = 0;
+  u64 package = 0, core = 0, thread = 0;  // core is unique within its package
+};
+struct LlvmOmpTopology {
+  // Non-empty: not modelled here, and why (nothing else is then set).
+  std::string unknown;
+  // How the runtime numbered the CPUs: "x2APIC IDs (CPUID leaf 0xB)",
+  // "x2APIC IDs (CPUID leaf 0x1F)", "legacy APIC IDs (CPUID leaves 1 and
+  // 4)", "/proc/cpuinfo", "sysfs (physical_package_id, core_id)", "flat".
+  std::string method;
+  bool legacy_apic = false;  // method is the legacy APIC IDs
+  // Why each method tried before it failed, in order ("CPUID leaf 0xB not
+  // supported: sub-leaf 0 reports no logical processors (EBX=0)").
+  std::vector<std::string> skipped;
+  std::vector<LlvmOmpCpu> cpus;  // by CPU number
+  u32 packages = 0, cores = 0;   // distinct among `cpus`
+  // Where the per-CPU IDs came from: every CPU's own CPUID answers, or one
+  // CPU's with the others' APIC IDs from /proc/cpuinfo (a tree recorded
+  // without per-CPU leaves).
+  std::string ids_from;
+  std::vector<std::string> steps;  // the arithmetic, for the report
+};
+struct GompTopology {
+  std::string unknown;
+  // Per CPU of the mask: the CPUs of its core and of its package, as
+  // libgomp reads them (topology/core_cpus_list, else thread_siblings_list;
+  // package_cpus_list, else core_siblings_list).
+  std::map<u32, std::vector<u32>> core_cpus, package_cpus;
+};
+struct OpenMpTopology {
+  std::vector<u32> mask;  // the affinity mask both describe (empty: unknown)
+  LlvmOmpTopology llvm;
+  GompTopology gomp;
+};
+
+// Everything the topology models read, as data (pure function below).
+struct OpenMpTopologyInputs {
+  std::string arch;                          // analysed_architecture()
+  std::vector<u32> mask;                     // the affinity mask, else the online CPUs
+  std::map<u32, host::CpuidDump> cpuid;      // x86: the topology leaves of each CPU, where known
+  std::optional<host::CpuidDump> any_cpuid;  // x86: one CPU's full dump (Host::cpuid)
+  std::string cpuid_missing;                 // why there is none
+  std::optional<std::string> proc_cpuinfo;   // /proc/cpuinfo
+  struct SysfsCpu {                          // /sys/devices/system/cpu/cpuN/topology/...
+    std::optional<std::string> core_cpus, thread_siblings, package_cpus, core_siblings,
+        physical_package_id, core_id;
+  };
+  std::map<u32, SysfsCpu> sysfs;
+};
+OpenMpTopologyInputs read_openmp_topology_inputs(const host::Host& host, const std::string& arch,
+                                                 const std::vector<u32>& mask);
+OpenMpTopology model_openmp_topology(const OpenMpTopologyInputs& inputs);
+
+// openmp-places.cc ///////////////////////////////////////////////////////////
+
+// The places an OpenMP runtime would bind the threads of this process to,
+// from the binding variables and the topology it sees.
+struct EnvFacts;
+enum class OmpRuntime { Gnu, Llvm };
+std::string_view omp_runtime_name(OmpRuntime r);  // "GNU libgomp", "LLVM libomp"
+struct OmpPlaces {
+  bool binds = false;      // threads are bound at all
+  std::string decided_by;  // the setting that decides: "OMP_PROC_BIND=spread"
+  std::string kind;        // "threads", "cores", "sockets", "numa_domains", "explicit"
+  // The places within the mask, in order; nullopt: not modelled (`unknown`
+  // says why), the threads are bound somewhere.
+  std::optional<std::vector<std::vector<u32>>> places;
+  std::string unknown;
+  // libgomp's GOMP_CPU_AFFINITY: absolute CPUs, whatever the mask.
+  bool absolute = false;
+  std::vector<std::string> notes;  // settings the runtime ignores, and why
+  // Some thread is bound to less than the whole mask (or, unmodelled, may be).
+  bool pins(const std::vector<u32>& mask) const;
+};
+OmpPlaces omp_places(OmpRuntime runtime, const EnvFacts& env, const OpenMpTopology& topology,
+                     const std::vector<NumaNode>& numa_nodes);
+// OMP_PROC_BIND as both runtimes read it: true (binding on: "true" or a
+// list of primary/master/close/spread), false ("false"), nullopt (a value
+// both ignore).
+std::optional<bool> omp_proc_bind_on(std::string_view value);
+// "{0},{1}", "{0-47},{48-95}", up to `max` places then "… (N places)".
+std::string format_places(const std::vector<std::vector<u32>>& places, size_t max = 6);
+
 // host-facts.cc //////////////////////////////////////////////////////////////
 
 struct MemoryFacts {
@@ -226,6 +317,7 @@ struct HostFacts {
   std::optional<std::string> cpu_model;   // the first "model name" of /proc/cpuinfo
   std::string architecture;               // analysed_architecture()
   CpuinfoCounts cpuinfo;                  // PyTorch's cpuinfo counts on this machine
+  OpenMpTopology openmp_topology;         // what GNU and LLVM OpenMP see of the mask (THR004)
   // The NVIDIA kernel module's version and each GPU's model, from
   // /proc/driver/nvidia (no driver library is loaded); empty without one.
   std::optional<std::string> nvidia_driver;
@@ -333,6 +425,10 @@ struct EnvFacts {
 
 // Reads the environment of `host` (and looks up LD_* paths under its root).
 EnvFacts collect_env_facts(const host::Host& host);
+
+// The type word of a KMP_AFFINITY value ("compact", "none", "explicit"...),
+// lower-case; "" when it names none.
+std::string kmp_affinity_type(std::string_view value);
 
 // facts.cc ///////////////////////////////////////////////////////////////////
 
