@@ -262,7 +262,10 @@ for suite in "${SUITES[@]}"; do
           -o "Dir::Etc::preferences=$apt_dir/prefs/none" -o "Dir::Etc::preferencesparts=$apt_dir/prefs"
           -o "Dir::State::status=$apt_dir/status"
           -o "Debug::NoLocking=true" -o "APT::Sandbox::User=root" "${APT_COMMON[@]}")
-    if apt-get "${opts[@]}" -qq update >"$apt_dir/update.log" 2>&1; then
+    # apt-get update exits 0 when an index could not be fetched (a warning,
+    # old lists kept): that is an unreachable archive too.
+    if apt-get "${opts[@]}" -qq update >"$apt_dir/update.log" 2>&1 &&
+       ! grep -qE '^(E: |W: Failed to fetch)' "$apt_dir/update.log"; then
       wanted=$(apt-cache "${opts[@]}" policy "${KEY[@]}" 2>/dev/null |
                awk '/^[^ ]/ { p = $1; sub(/:$/, "", p) } /Candidate:/ && $2 != "(none)" { print p "=" $2 }' | sort)
       missing=$(printf '%s\n' "${KEY[@]}" | sort | comm -23 - <(printf "%s\n" "$wanted" | cut -d= -f1 | sort))
@@ -271,9 +274,9 @@ for suite in "${SUITES[@]}"; do
         wanted=""
       fi
     elif [ $have = yes ]; then
-      note "$suite: the archive is not reachable ($(tail -n1 "$apt_dir/update.log")); keeping $root"
+      note "$suite: the archive is not reachable ($(grep -m1 -E '^(E|W): ' "$apt_dir/update.log")); keeping $root"
     else
-      fail "apt-get update of $suite from $ARCHIVE failed: $(tail -n1 "$apt_dir/update.log") ($apt_dir/update.log)"
+      fail "apt-get update of $suite from $ARCHIVE failed: $(grep -m1 -E '^(E|W): ' "$apt_dir/update.log") ($apt_dir/update.log)"
     fi
   fi
 

@@ -4,7 +4,7 @@ test/e2e/lib/roots.py), on small fake caches, never the real roots: a root with
 a package unpacked but not configured, a root without python3, a root whose
 build did not finish (no .mld-root), a half-built temporary sibling (removed,
 or named and kept while something is mounted in it), a SUITE.FAILED left by a
-failed download, a cache on a read-only mount. Each is a clear failure that
+failed download, no network, a cache on a read-only mount. Each is a clear failure that
 names what is wrong; a test that needs such a root FAILS (exit 1), never skips.
 The script runs in a mount namespace of its own where everything but the
 cache is read-only, so any write outside the cache would show."""
@@ -41,14 +41,15 @@ def fake_root(cache, suite, status=None, python=True, stamp=True):
     return r
 
 
-def script(cache, *args, setup="", cache_ro=False):
+def script(cache, *args, setup="", cache_ro=False, network=True):
     """scripts/make-test-roots.sh ARGS with MLD_TEST_ROOTS=cache, in a private
     mount namespace where / is read-only and only the cache writable (or the
-    cache read-only too); `setup` runs first there (shell)."""
+    cache read-only too), without network if asked; `setup` runs first there
+    (shell)."""
     sh = ('set -e; c=$1; shift; mount --bind "$c" "$c"; %s; mount -o remount,bind,ro /; %s'
           'exec "$@"' % ('mount -o remount,bind,ro "$c"' if cache_ro else ":", setup))
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", sh, "sh", cache,
-                        roots.SCRIPT] + list(args),
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private"] + ([] if network else ["--net"])
+                       + ["sh", "-c", sh, "sh", cache, roots.SCRIPT] + list(args),
                        capture_output=True, text=True, env=dict(os.environ, MLD_TEST_ROOTS=cache))
     return p.returncode, p.stdout + p.stderr
 
@@ -158,6 +159,23 @@ def main():
                   and "no root at" in out,
                   "FAILED present, no root: a test needing it should FAIL with the reason; exit %d:\n%s"
                   % (rc, out))
+
+    # No network (a failed download): with no root, sid.FAILED says the
+    # archive could not be read and a test needing the root prints it; a
+    # complete root is kept as it is, with no FAILED.
+    c = cache()
+    rc, out = script(c, "sid", network=False)
+    mldtest.check(rc == 0 and os.path.exists(os.path.join(c, "sid.FAILED")) and "Read-only file system" not in out,
+                  "no network, no root: exit %d, FAILED written: %s\n%s"
+                  % (rc, os.path.exists(os.path.join(c, "sid.FAILED")), out))
+    rc, out = needing_test(c, "sid")
+    mldtest.check(rc == 1 and "apt-get update of sid from" in out,
+                  "no network: a test needing the root should FAIL with the failed update; exit %d:\n%s" % (rc, out))
+    fake_root(c, "sid")
+    rc, out = script(c, "sid", network=False)
+    mldtest.check(rc == 0 and "the archive is not reachable" in out and "keeping" in out
+                  and not os.path.exists(os.path.join(c, "sid.FAILED")),
+                  "no network, a complete root: kept, no FAILED; exit %d:\n%s" % (rc, out))
 
     # A cache on a read-only mount: with no root, a clear failure (exit 1)
     # naming the cache and the reason; with a complete root, used as it is.
