@@ -23,10 +23,14 @@ doctor: build
 
 # The non-free Debian packages some scenario tests run against (Intel MKL,
 # the CUDA 11 runtime) are downloaded under a private apt configuration and
-# unpacked into $(BUILD)/test-debs (scripts/fetch-test-debs.sh); a failed
-# download makes those tests fail with what could not be fetched.
+# unpacked into $(BUILD)/test-debs (scripts/fetch-test-debs.sh); the Debian
+# roots (bullseye, trixie, sid) that tests run real ML stacks in are made or
+# reused in $MLD_TEST_ROOTS, by default /var/cache/mldoctor/test-roots
+# (scripts/make-test-roots.sh). A failed download makes the tests that need
+# it fail with what could not be fetched.
 test: build
 	@scripts/fetch-test-debs.sh $(BUILD)/test-debs
+	@scripts/make-test-roots.sh
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Every test again in a build with ASan, UBSan and LeakSanitizer
@@ -36,6 +40,7 @@ test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DMLD_SANITIZE=ON >/dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	@scripts/fetch-test-debs.sh $(SANITIZE_BUILD)/test-debs
+	@scripts/make-test-roots.sh
 	@scripts/test-sanitize.sh $(SANITIZE_BUILD)
 
 # Everything but the scenario tests labelled "slow".

@@ -7,7 +7,7 @@
 # apt runs under a private configuration: a sources file of its own naming the
 # non-free component of the archives the machine's sources already use (read
 # from /etc/apt/sources.list.d/*.sources, *.list and /etc/apt/sources.list,
-# with their Signed-By keyrings), its own Dir::State::Lists and Dir::Cache
+# with their Signed-By keyrings, by scripts/lib/apt-sources.sh), its own Dir::State::Lists and Dir::Cache
 # (an `apt-get update` against another sources list in the system's lists
 # directory deletes the system's list files). Nothing is installed: the
 # packages are downloaded with `apt-get download` and unpacked with
@@ -46,58 +46,13 @@ failed() {
   note "$*"
   echo "$*" >>"$FAILED.new"
 }
-
-# The deb822 stanzas of the machine's sources, with Components replaced by
-# non-free. One-line "deb [signed-by=K] URI SUITE COMPONENTS..." entries are
-# converted; deb-src entries and disabled stanzas are left out.
-private_sources() {
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk '
-      function flush() {
-        if (types ~ /(^| )deb( |$)/ && uris != "" && suites != "" && enabled != "no") {
-          print "Types: deb"; print "URIs: " uris; print "Suites: " suites
-          print "Components: non-free"
-          if (signed != "") print "Signed-By: " signed
-          print ""
-        }
-        types = uris = suites = signed = enabled = ""
-      }
-      /^[ \t]*#/ { next }
-      /^[ \t]*$/ { flush(); next }
-      {
-        key = tolower($1); sub(/:$/, "", key); val = $0; sub(/^[^:]*:[ \t]*/, "", val)
-        if (key == "types") types = val
-        else if (key == "uris") uris = val
-        else if (key == "suites") suites = val
-        else if (key == "signed-by") signed = val
-        else if (key == "enabled") enabled = tolower(val)
-      }
-      END { flush() }' "$f"
-  done
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk '
-      /^[ \t]*deb[ \t]/ {
-        signed = ""; i = 2
-        if ($2 ~ /^\[/) {
-          opts = ""
-          for (; i <= NF; i++) { opts = opts " " $i; if ($i ~ /\]$/) { i++; break } }
-          if (match(opts, /signed-by=[^] ]+/)) signed = substr(opts, RSTART + 10, RLENGTH - 10)
-        }
-        print "Types: deb"; print "URIs: " $i; print "Suites: " $(i + 1)
-        print "Components: non-free"
-        if (signed != "") print "Signed-By: " signed
-        print ""
-      }' "$f"
-  done
-}
+# shellcheck source=lib/apt-sources.sh
+. "$(dirname "$0")/lib/apt-sources.sh"
 
 rm -f "$FAILED.new"
 mkdir -p "$APT/etc/sources.list.d" "$APT/lists/partial" "$APT/cache/archives/partial" \
   "$DEST/debs" "$ROOT"
-private_sources >"$APT/etc/sources.list.d/non-free.sources"
+machine_sources non-free >"$APT/etc/sources.list.d/non-free.sources"
 opts=(-o "Dir::Etc::sourcelist=$APT/etc/sources.list.d/none.list"
       -o "Dir::Etc::sourceparts=$APT/etc/sources.list.d"
       -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"

@@ -21,6 +21,7 @@ test_pkgs=(
   libtorch-dev pybind11-dev python3-dev
   groff-base man-db zsh fish
   slurm-wlm munge
+  debootstrap
 )
 
 pkgs=("${build_pkgs[@]}")
