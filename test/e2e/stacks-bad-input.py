@@ -232,7 +232,10 @@ allowed = {"down": {2, 3}, "churn": {4, 5, 6}, "spawn": {7, 8, 9, 10, 11}, "<mod
 # it runs (threading.py's, and what they call: _weakrefset.py's WeakSet.add
 # from Thread.start, its _remove when a thread object dies, ...): asked of
 # CPython itself, by a profile hook in every thread of the same program for
-# 2 s. Frames of those functions are real; anything else is wild.
+# 2 s. Frames of those functions are real; anything else is wild. The hook
+# is set first thing in each new thread's _bootstrap_inner: threading.py
+# installs its own only after the thread has set its _started Event
+# (Event.set, Condition.notify_all, notify), which a read may catch.
 tracer = os.path.join(d, "racer-traced.py")
 with open(tracer, "w") as f:
     f.write("import sys, threading, time\n"
@@ -247,6 +250,11 @@ with open(tracer, "w") as f:
             "        while f is not None:\n"
             "            seen.add((f.f_code.co_filename, f.f_code.co_name))\n"
             "            f = f.f_back\n"
+            "inner = threading.Thread._bootstrap_inner\n"
+            "def bootstrap_inner(self):\n"
+            "    sys.setprofile(hook)\n"
+            "    return inner(self)\n"
+            "threading.Thread._bootstrap_inner = bootstrap_inner\n"
             "threading.setprofile(hook)\n"
             "sys.setprofile(hook)\n"
             "end = time.monotonic() + 2\n"
