@@ -143,6 +143,7 @@ std::string permission_text(long pid, int e) {
 struct Runtime {
   std::string path;
   u64 runtime = 0, code_type = 0, unicode_type = 0, bytes_type = 0, py_version = 0;
+  u64 init_cleanup = 0;  // _Py_InitCleanup (3.13+), 0 where no symbol names it
   bool debug_build = false;
 };
 
@@ -171,8 +172,9 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
         // that it is not the interpreter. An interpreter's own file may keep
         // _PyRuntime in .symtab alone.
         if (pass == 1 && !elf.defines_symbol("_PyRuntime")) continue;
-        const auto v = elf.symbol_values({"_PyRuntime", "PyCode_Type", "PyUnicode_Type",
-                                          "PyBytes_Type", "Py_Version", "_Py_NegativeRefcount"});
+        const auto v =
+            elf.symbol_values({"_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
+                               "Py_Version", "_Py_NegativeRefcount", "_Py_InitCleanup"});
         if (!v[0]) continue;
         if (!v[1] || !v[2] || !v[3]) {
           *why = m.path + " defines _PyRuntime but not PyCode_Type/PyUnicode_Type/PyBytes_Type";
@@ -192,6 +194,7 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
         r.bytes_type = bias + *v[3];
         r.py_version = v[4] ? bias + *v[4] : 0;
         r.debug_build = v[5].has_value();
+        r.init_cleanup = v[6] ? bias + *v[6] : 0;
         return r;
       } catch (const std::exception&) {
         continue;  // not ELF, damaged: not the interpreter
@@ -344,6 +347,10 @@ class Walker {
         raced_ = true;
         break;
       }
+      if (init_cleanup(code, *c)) {
+        frame = previous;
+        continue;
+      }
       i64 offset;
       if (l_.interpreter_frames) {
         offset = static_cast<i64>(word(l_.frame_lasti)) - static_cast<i64>(code + l_.code_adaptive);
@@ -400,6 +407,21 @@ class Walker {
   };
 
   u64 type_of(u64 object) { return mem_.value<u64>(object + l_.object_type).value_or(0); }
+
+  // The trampoline 3.13+ push under a specialised call of a class's
+  // __init__ (CALL_ALLOC_AND_ENTER_INIT): a frame owned by the thread whose
+  // code is the static _Py_InitCleanup, named "__init__" in a file
+  // "__init__", that runs once __init__ returns. Python's own frame chain
+  // (f_back, traceback, sys._current_frames) skips it as incomplete, and
+  // so does this reader: by its address where a symbol names it (3.14
+  // exports it; an unstripped 3.13 has it in .symtab), else by those names.
+  // faulthandler prints it as `File "__init__", line ???`, and 3.14.10's
+  // stops the thread's dump there with "<invalid frame>".
+  bool init_cleanup(u64 code, const Code& c) const {
+    if (l_.minor < 13) return false;
+    if (rt_.init_cleanup != 0) return code == rt_.init_cleanup;
+    return c.name == "__init__" && c.file == "__init__";
+  }
 
   std::optional<std::string> unicode_at(u64 object) {
     if (object == 0 || type_of(object) != rt_.unicode_type) return std::nullopt;
