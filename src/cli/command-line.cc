@@ -143,7 +143,7 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   stacks_cmd = app.add_subcommand(
       "stacks",
       "the Python stack of every thread of running processes, read without stopping them "
-      "(CPython 3.8-3.13), with what each thread waits in");
+      "(CPython 3.8-3.14), with what each thread waits in");
   stacks_cmd->group(kGroupDiagnose);
   stacks_cmd->add_option("PID", in.stacks.pids, "process ids")
       ->required()

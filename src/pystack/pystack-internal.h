@@ -34,6 +34,9 @@ struct Layout {
   u64 frame_code = 0;      // f_code / f_executable
   u64 frame_lasti = 0;     // int f_lasti (≤3.10) / the instruction pointer (3.11+)
   u64 frame_owner = kAbsent;
+  // 3.14+: f_executable is a _PyStackRef, a pointer whose low bits are tags
+  // (Py_TAG_BITS: a deferred or immortal reference); masked off to read it.
+  u64 executable_tag_bits = 0;
 
   u64 code_filename = 0, code_name = 0, code_qualname = kAbsent, code_firstlineno = 0,
       code_linetable = 0, code_adaptive = kAbsent;
@@ -46,12 +49,15 @@ struct Layout {
 // The layout of CPython 3.<minor> for minor 8–12; nullopt for others.
 std::optional<Layout> table_layout(int minor);
 
-// The layout a 3.13 interpreter publishes in _Py_DebugOffsets (the first
+// The layout a 3.13+ interpreter publishes in _Py_DebugOffsets (the first
 // bytes of _PyRuntime, `bytes` of them); nullopt with *why set when they
 // are not a layout this reader knows (another release's struct, a
-// free-threaded build).
+// free-threaded build) or do not hold together (an offset outside its
+// structure's size).
 std::optional<Layout> debug_offsets_layout(ByteView bytes, std::string* why);
-// How many bytes of _PyRuntime debug_offsets_layout reads.
-inline constexpr size_t kDebugOffsetsBytes = 584;
+// How many bytes of _PyRuntime debug_offsets_layout reads for the release
+// of PY_VERSION_HEX `hex_version` (the u64 after the cookie); 0 for a
+// release whose _Py_DebugOffsets this reader does not know.
+size_t debug_offsets_bytes(u64 hex_version);
 
 }  // namespace mld::pystack::detail

@@ -7,6 +7,8 @@
 // .dynsym, else .symtab, and its load bias is where its first page is mapped
 // less the first PT_LOAD's page address. The release comes from
 // _Py_DebugOffsets (3.13+), else Py_Version (3.11+), else the file's name.
+// From 3.14 a frame's f_executable is a tagged _PyStackRef: its low bits
+// are masked off before it is read as a code object.
 //
 // Matching thread states to kernel threads: 3.11+ keep native_thread_id;
 // before, the thread state has only the pthread_t, which on glibc is the
@@ -141,6 +143,7 @@ std::string permission_text(long pid, int e) {
 struct Runtime {
   std::string path;
   u64 runtime = 0, code_type = 0, unicode_type = 0, bytes_type = 0, py_version = 0;
+  u64 init_cleanup = 0;  // _Py_InitCleanup (3.13+), 0 where no symbol names it
   bool debug_build = false;
 };
 
@@ -169,8 +172,9 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
         // that it is not the interpreter. An interpreter's own file may keep
         // _PyRuntime in .symtab alone.
         if (pass == 1 && !elf.defines_symbol("_PyRuntime")) continue;
-        const auto v = elf.symbol_values({"_PyRuntime", "PyCode_Type", "PyUnicode_Type",
-                                          "PyBytes_Type", "Py_Version", "_Py_NegativeRefcount"});
+        const auto v =
+            elf.symbol_values({"_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
+                               "Py_Version", "_Py_NegativeRefcount", "_Py_InitCleanup"});
         if (!v[0]) continue;
         if (!v[1] || !v[2] || !v[3]) {
           *why = m.path + " defines _PyRuntime but not PyCode_Type/PyUnicode_Type/PyBytes_Type";
@@ -190,6 +194,7 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
         r.bytes_type = bias + *v[3];
         r.py_version = v[4] ? bias + *v[4] : 0;
         r.debug_build = v[5].has_value();
+        r.init_cleanup = v[6] ? bias + *v[6] : 0;
         return r;
       } catch (const std::exception&) {
         continue;  // not ELF, damaged: not the interpreter
@@ -203,11 +208,11 @@ std::optional<Runtime> find_runtime(long pid, const std::vector<Mapping>& maps, 
     const std::string base = m.path.substr(m.path.rfind('/') + 1);
     if (std::regex_search(base, match, old_python)) {
       *why = "CPython " + match[1].str() + " (" + m.path +
-             "): this mldoctor reads the stacks of CPython 3.8–3.13";
+             "): this mldoctor reads the stacks of CPython 3.8–3.14";
       break;
     }
     if (base.find("pypy") != std::string::npos) {
-      *why = "a PyPy process (" + m.path + "): this mldoctor reads the stacks of CPython 3.8–3.13";
+      *why = "a PyPy process (" + m.path + "): this mldoctor reads the stacks of CPython 3.8–3.14";
       break;
     }
   }
@@ -319,15 +324,21 @@ class Walker {
         return v;
       };
       const u64 previous = word(l_.frame_previous);
-      const u64 code = word(l_.frame_code);
-      if (l_.frame_owner != kAbsent && block[l_.frame_owner] == 3) {  // FRAME_OWNED_BY_CSTACK
+      const u64 code = word(l_.frame_code) & ~l_.executable_tag_bits;
+      // Frames that run no Python code of their own, which faulthandler
+      // skips too: FRAME_OWNED_BY_CSTACK (3 in 3.12 and 3.13: the entry
+      // frame of each _PyEval_EvalFrameDefault); 3.14 has
+      // FRAME_OWNED_BY_INTERPRETER (3: frames the interpreter pushes for
+      // itself, such as that entry frame) and FRAME_OWNED_BY_CSTACK (4).
+      // 3.11 has no owner above 2.
+      if (l_.frame_owner != kAbsent && block[l_.frame_owner] >= 3) {
         frame = previous;
         continue;
       }
       const Code* c = code_at(code);
       if (!c) {
-        // 3.13's shim frames hold None; elsewhere a frame without a code
-        // object is a chain read while it changed.
+        // 3.13+'s shim frames may hold None; elsewhere a frame without a
+        // code object is a chain read while it changed.
         if (l_.minor >= 13 && code != 0 && type_of(code) != 0) {
           frame = previous;
           continue;
@@ -335,6 +346,10 @@ class Walker {
         *note = "a frame's code object could not be read (the stack changed while it was read)";
         raced_ = true;
         break;
+      }
+      if (init_cleanup(code, *c)) {
+        frame = previous;
+        continue;
       }
       i64 offset;
       if (l_.interpreter_frames) {
@@ -392,6 +407,21 @@ class Walker {
   };
 
   u64 type_of(u64 object) { return mem_.value<u64>(object + l_.object_type).value_or(0); }
+
+  // The trampoline 3.13+ push under a specialised call of a class's
+  // __init__ (CALL_ALLOC_AND_ENTER_INIT): a frame owned by the thread whose
+  // code is the static _Py_InitCleanup, named "__init__" in a file
+  // "__init__", that runs once __init__ returns. Python's own frame chain
+  // (f_back, traceback, sys._current_frames) skips it as incomplete, and
+  // so does this reader: by its address where a symbol names it (3.14
+  // exports it; an unstripped 3.13 has it in .symtab), else by those names.
+  // faulthandler prints it as `File "__init__", line ???`, and 3.14.10's
+  // stops the thread's dump there with "<invalid frame>".
+  bool init_cleanup(u64 code, const Code& c) const {
+    if (l_.minor < 13) return false;
+    if (rt_.init_cleanup != 0) return code == rt_.init_cleanup;
+    return c.name == "__init__" && c.file == "__init__";
+  }
 
   std::optional<std::string> unicode_at(u64 object) {
     if (object == 0 || type_of(object) != rt_.unicode_type) return std::nullopt;
@@ -530,8 +560,9 @@ Process read_stacks(long pid, const Options& options) {
   p.runtime_object = rt->path;
   Memory mem(pid);
 
-  // Which release, and its layout.
-  std::vector<u8> head(detail::kDebugOffsetsBytes);
+  // Which release, and its layout: the cookie and version first, then as
+  // many bytes of _Py_DebugOffsets as that release's struct holds.
+  std::vector<u8> head(24);
   if (!mem.read(rt->runtime, head.data(), head.size())) {
     const int e = mem.error();
     p.error = e == EPERM || e == EACCES ? permission_text(pid, e)
@@ -544,6 +575,15 @@ Process read_stacks(long pid, const Options& options) {
     u64 version;
     std::memcpy(&version, head.data() + 8, 8);
     p.version = version_text(version);
+    if (const size_t n = detail::debug_offsets_bytes(version); n > head.size()) {
+      head.resize(n);
+      if (!mem.read(rt->runtime, head.data(), head.size())) {
+        p.error = mem.error() == ESRCH ? "the process exited while it was read"
+                                       : "cannot read _PyRuntime's _Py_DebugOffsets (" +
+                                             errno_words(mem.error()) + ")";
+        return p;
+      }
+    }
     layout = detail::debug_offsets_layout(ByteView(head.data(), head.size()), &why);
     if (!layout) {
       p.error = why;
@@ -573,7 +613,7 @@ Process read_stacks(long pid, const Options& options) {
     }
     layout = detail::table_layout(*minor);
     if (!layout) {
-      p.error = "CPython " + p.version + ": this mldoctor reads the stacks of CPython 3.8–3.13";
+      p.error = "CPython " + p.version + ": this mldoctor reads the stacks of CPython 3.8–3.14";
       return p;
     }
   }

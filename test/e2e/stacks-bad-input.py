@@ -80,7 +80,7 @@ for version, expect in (("2.7", "CPython 2.7"), ("3.6", "CPython 3.6"), ("3.7", 
     if check(doc is not None, "%s: a report" % version):
         err = doc["processes"][0].get("python_error", "")
         check_in(expect, err, "%s: the release is named" % version)
-        check_in("3.8–3.13", err, "%s: the releases that are read are said" % version)
+        check_in("3.8–3.14", err, "%s: the releases that are read are said" % version)
         print("%s: %s" % (version, err))
 
 # A debug build and PyPy, as fixtures (neither is installed here): a program

@@ -31,6 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+from faulthandler_dump import json_frames, parse_dump  # noqa: E402
 from mldtest import MLDOCTOR, check, check_eq, fail, finish, scratch  # noqa: E402
 
 THREADS = 64
@@ -100,39 +101,6 @@ def inner(event):
     event.wait()
 '''
 
-FRAME = re.compile(r'^  File "(.*)", line (\d+|\?\?\?) in (.*)$')
-HEADER = re.compile(r'^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$')
-
-
-def faulthandler_text(s):
-    """A string as faulthandler writes it: ASCII as is, others escaped."""
-    out = []
-    for ch in s:
-        c = ord(ch)
-        if 32 <= c < 127:
-            out.append(ch)
-        elif c <= 0xff:
-            out.append("\\x%02x" % c)
-        elif c <= 0xffff:
-            out.append("\\u%04x" % c)
-        else:
-            out.append("\\U%08x" % c)
-    return "".join(out)
-
-
-def parse_dump(text):
-    threads, current = {}, None
-    for line in text.splitlines():
-        m = HEADER.match(line)
-        if m:
-            current = threads.setdefault(int(m.group(1), 16), [])
-            continue
-        m = FRAME.match(line)
-        if m and current is not None:
-            current.append((m.group(1), 0 if m.group(2) == "???" else int(m.group(2)), m.group(3)))
-    return threads
-
-
 def interpreters():
     found = [("/usr/bin/python3", "/usr/bin/python3")]
     home = os.path.expanduser("~/.pyenv/versions")
@@ -185,8 +153,7 @@ def one(name, python):
         ours = {}
         for t in process["threads"]:
             if t["python_thread_id"] is not None:
-                ours[t["python_thread_id"]] = [(faulthandler_text(f["file"]), f["line"] or 0,
-                                                faulthandler_text(f["function"])) for f in t["python"]]
+                ours[t["python_thread_id"]] = json_frames(t)
         tids = [t["tid"] for t in process["threads"] if t["python"]]
         check(len(set(tids)) == len(tids) and all(t > 0 for t in tids),
               "%s: every Python thread matched to its own kernel thread: %r" % (name, tids))

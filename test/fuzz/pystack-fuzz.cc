@@ -6,7 +6,8 @@
 // may crash, loop or read outside the input.
 //
 // Corpus (test/fuzz/corpus/pystack/): the line tables of one function as
-// CPython 3.8–3.13 compiled it, and the debug offsets of libpython3.13.
+// CPython 3.8–3.14 compiled it, and the debug offsets of libpython3.13 and
+// of Debian unstable's python3.14.
 #include <cstdint>
 #include <cstring>
 #include <string>

@@ -1,9 +1,10 @@
 // pystack-test.cc — the Python stack reader's decoders against what CPython
 // itself computes: each release's line table of one function (compiled by
-// the interpreters under ~/.pyenv, 3.8–3.13) with the line of every
-// instruction as the interpreter reports it (dis.findlinestarts before 3.10,
-// code.co_lines() since), and the _Py_DebugOffsets of the real
-// libpython3.13.so.1.0 against offsetof() in 3.13's own headers. The live
+// the interpreters under ~/.pyenv, 3.8–3.13, and Debian unstable's 3.14)
+// with the line of every instruction as the interpreter reports it
+// (dis.findlinestarts before 3.10, code.co_lines() since), and the
+// _Py_DebugOffsets of the real libpython3.13.so.1.0 and of Debian's
+// python3.14 against offsetof() in each one's own headers. The live
 // reader is tested against faulthandler on real processes
 // (test/e2e/stacks-interpreters.py).
 #include "pystack/pystack.h"
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,6 +101,16 @@ const std::vector<Release>& releases() {
         5,  5,  5,  5,  5,  6,  6,  6,  6,  6,  6,  5,  5,  7,  8,  8,  8,  8,  8, 11, 12,
         11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 0,  9, 9,  9,
         9,  9,  9,  9,  9,  9,  10, 10, 10, 10, 9,  0,  0,  0,  0,  0,  11, 11, 11}},
+      {"3.14",
+       LineTableFormat::Locations311,
+       2,
+       "8000d8080988418d058041d8070888318475dc1116907196188841d80c0d8d468a41f10300121af00403050e"
+       "d80c0d90018d458801f00600191ad81819f10301181bf300010c1cf10001181b90218a41f10001181bf10001"
+       "0c1cf00001051cf8f405000c1df40001050ed80c0d8a01f00301050efcf204010c1c",
+       {2, 3, 3, 3, 3, 3,  3,  3,  3,  3,  4,  4,  4,  4,  4,  4,  4,  5,  5,  5,  5,  5,  5,  5,
+        5, 5, 5, 5, 5, 5,  5,  6,  6,  6,  6,  6,  6,  6,  6,  6,  6,  5,  5,  7,  8,  8,  8,  8,
+        8, 8, 8, 8, 8, 11, 12, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
+        0, 9, 9, 9, 9, 9,  9,  9,  9,  9,  9,  10, 10, 10, 10, 9,  0,  0,  0,  0,  0,  11, 11, 11}},
   };
   return r;
 }
@@ -149,62 +161,154 @@ TEST(Layouts, TablesCoverExactly38To312) {
     EXPECT_EQ(pystack::detail::table_layout(minor).has_value(), minor >= 8 && minor <= 12) << minor;
 }
 
-std::string debug_offsets_313() {
+std::string debug_offsets(const char* release) {
   const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "fuzz" /
-                    "corpus" / "pystack" / "debug-offsets-3.13";
+                    "corpus" / "pystack" / (std::string("debug-offsets-") + release);
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return bytes.size() > 5 ? bytes.substr(5) : "";  // the fuzz target's selector bytes
 }
 
+// One field of a Layout and the value it must have.
+struct Expected {
+  const char* field;
+  u64 pystack::detail::Layout::*member;
+  u64 value;
+};
+
+void expect_fields(const pystack::detail::Layout& l, std::initializer_list<Expected> fields) {
+  for (const Expected& f : fields) EXPECT_EQ(l.*f.member, f.value) << f.field;
+}
+
+using L = pystack::detail::Layout;
+
 TEST(Layouts, DebugOffsetsOfTheReal313AreItsHeadersOffsets) {
-  const std::string bytes = debug_offsets_313();
-  ASSERT_EQ(bytes.size(), pystack::detail::kDebugOffsetsBytes);
+  const std::string bytes = debug_offsets("3.13");
+  ASSERT_EQ(bytes.size(), pystack::detail::debug_offsets_bytes(0x030d00f0));
+  ASSERT_EQ(bytes.size(), 584u);
   std::string why;
   const auto l = pystack::detail::debug_offsets_layout(ByteView(bytes), &why);
   ASSERT_TRUE(l) << why;
+  EXPECT_EQ(l->minor, 13);
   // offsetof() in CPython 3.13.0's Include/internal headers (Py_BUILD_CORE).
-  EXPECT_EQ(l->runtime_interpreters_head, 632u);
-  EXPECT_EQ(l->interp_threads_head, 7344u);
-  EXPECT_EQ(l->tstate_next, 8u);
-  EXPECT_EQ(l->tstate_frame, 72u);
-  EXPECT_EQ(l->tstate_thread_id, 152u);
-  EXPECT_EQ(l->tstate_native_thread_id, 160u);
-  EXPECT_EQ(l->frame_previous, 8u);
-  EXPECT_EQ(l->frame_code, 0u);
-  EXPECT_EQ(l->frame_lasti, 56u);
-  EXPECT_EQ(l->frame_owner, 70u);
-  EXPECT_EQ(l->code_filename, 112u);
-  EXPECT_EQ(l->code_name, 120u);
-  EXPECT_EQ(l->code_qualname, 128u);
-  EXPECT_EQ(l->code_linetable, 136u);
-  EXPECT_EQ(l->code_firstlineno, 68u);
-  EXPECT_EQ(l->code_adaptive, 200u);
-  EXPECT_EQ(l->unicode_ascii_size, 40u);
-  EXPECT_EQ(l->unicode_compact_size, 56u);
+  expect_fields(*l, {{"interpreters.head", &L::runtime_interpreters_head, 632},
+                     {"threads.head", &L::interp_threads_head, 7344},
+                     {"tstate next", &L::tstate_next, 8},
+                     {"current_frame", &L::tstate_frame, 72},
+                     {"thread_id", &L::tstate_thread_id, 152},
+                     {"native_thread_id", &L::tstate_native_thread_id, 160},
+                     {"previous", &L::frame_previous, 8},
+                     {"f_executable", &L::frame_code, 0},
+                     {"instr_ptr", &L::frame_lasti, 56},
+                     {"owner", &L::frame_owner, 70},
+                     {"f_executable tags (a PyObject*)", &L::executable_tag_bits, 0},
+                     {"co_filename", &L::code_filename, 112},
+                     {"co_name", &L::code_name, 120},
+                     {"co_qualname", &L::code_qualname, 128},
+                     {"co_linetable", &L::code_linetable, 136},
+                     {"co_firstlineno", &L::code_firstlineno, 68},
+                     {"co_code_adaptive", &L::code_adaptive, 200},
+                     {"sizeof(PyASCIIObject)", &L::unicode_ascii_size, 40},
+                     {"sizeof(PyCompactUnicodeObject)", &L::unicode_compact_size, 56}});
+}
+
+TEST(Layouts, DebugOffsetsOfTheReal314AreItsHeadersOffsets) {
+  // The .PyRuntime section of Debian unstable's /usr/bin/python3.14
+  // (3.14.10), where the compiler wrote offsetof() of each field of the
+  // headers it shipped (python3.14-dev's include/python3.14/internal).
+  const std::string bytes = debug_offsets("3.14");
+  ASSERT_EQ(bytes.size(), pystack::detail::debug_offsets_bytes(0x030e0af0));
+  ASSERT_EQ(bytes.size(), 760u);
+  std::string why;
+  const auto l = pystack::detail::debug_offsets_layout(ByteView(bytes), &why);
+  ASSERT_TRUE(l) << why;
+  EXPECT_EQ(l->minor, 14);
+  EXPECT_EQ(l->lines, LineTableFormat::Locations311);
+  EXPECT_TRUE(l->interpreter_frames);
+  expect_fields(*l, {{"interpreters.head", &L::runtime_interpreters_head, 808},
+                     {"interp next", &L::interp_next, 7272},
+                     {"threads.head", &L::interp_threads_head, 7344},
+                     {"tstate next", &L::tstate_next, 8},
+                     {"tstate interp", &L::tstate_interp, 16},
+                     {"current_frame", &L::tstate_frame, 72},
+                     {"thread_id", &L::tstate_thread_id, 152},
+                     {"native_thread_id", &L::tstate_native_thread_id, 160},
+                     {"previous", &L::frame_previous, 8},
+                     {"f_executable", &L::frame_code, 0},
+                     {"instr_ptr", &L::frame_lasti, 56},
+                     {"owner", &L::frame_owner, 74},
+                     {"Py_TAG_BITS of a build with the GIL", &L::executable_tag_bits, 3},
+                     {"co_filename", &L::code_filename, 112},
+                     {"co_name", &L::code_name, 120},
+                     {"co_qualname", &L::code_qualname, 128},
+                     {"co_linetable", &L::code_linetable, 136},
+                     {"co_firstlineno", &L::code_firstlineno, 68},
+                     {"co_code_adaptive", &L::code_adaptive, 208},
+                     {"ob_type", &L::object_type, 8},
+                     {"bytes ob_size", &L::bytes_size, 16},
+                     {"ob_sval", &L::bytes_data, 32},
+                     {"unicode state", &L::unicode_state, 32},
+                     {"unicode length", &L::unicode_length, 16},
+                     {"sizeof(PyASCIIObject)", &L::unicode_ascii_size, 40},
+                     {"sizeof(PyCompactUnicodeObject)", &L::unicode_compact_size, 56}});
+}
+
+// Sets the u64 word `index` (the cookie is word 0) of a _Py_DebugOffsets.
+void set_word(std::string& bytes, size_t index, u64 value) {
+  std::memcpy(bytes.data() + 8 * index, &value, 8);
 }
 
 TEST(Layouts, DebugOffsetsOfAnotherReleaseOrAFreeThreadedBuildAreRefused) {
-  std::string bytes = debug_offsets_313();
-  ASSERT_EQ(bytes.size(), pystack::detail::kDebugOffsetsBytes);
+  const std::string bytes = debug_offsets("3.13");
+  ASSERT_EQ(bytes.size(), 584u);
   std::string why;
   std::string other = bytes;
-  other[8 + 2] = 14;  // PY_VERSION_HEX 0x030e....: 3.14 laid its struct out anew
+  set_word(other, 1, 0x030f02f0);  // 3.15.2: a struct this reader does not know
   EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(other), &why));
-  EXPECT_NE(why.find("CPython 3.14"), std::string::npos) << why;
+  EXPECT_NE(why.find("CPython 3.15.2"), std::string::npos) << why;
+  EXPECT_NE(why.find("it reads 3.8–3.14"), std::string::npos) << why;
+  EXPECT_EQ(pystack::detail::debug_offsets_bytes(0x030f02f0), 0u);
+  EXPECT_EQ(pystack::detail::debug_offsets_bytes(0x030c00f0), 0u);  // 3.12 has none
+  EXPECT_EQ(pystack::detail::debug_offsets_bytes(0x040d00f0), 0u);
   std::string threaded = bytes;
-  threaded[16] = 1;
+  set_word(threaded, 2, 1);
   EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(threaded), &why));
   EXPECT_NE(why.find("free-threaded"), std::string::npos) << why;
+  std::string threaded14 = debug_offsets("3.14");
+  set_word(threaded14, 2, 1);
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(threaded14), &why));
+  EXPECT_NE(why.find("a free-threaded (no-GIL) build of CPython 3.14.10"), std::string::npos)
+      << why;
   EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(bytes.substr(0, 100)), &why));
+  EXPECT_NE(why.find("cut short (100 of 584 bytes)"), std::string::npos) << why;
   std::string wild = bytes;
   wild[8 * 9 + 5] = 1;  // threads_head 2^40 bytes in
   EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(wild), &why));
 }
 
+TEST(Layouts, AStructReadWithAnotherReleasesGroupsIsRefused) {
+  // 3.13's struct (padded to 3.14's length) labelled 3.14, and 3.14's
+  // labelled 3.13: the groups fall on the wrong words, and some offset
+  // lands outside the size its group gives.
+  std::string why;
+  std::string as14 = debug_offsets("3.13") + std::string(760 - 584, '\0');
+  set_word(as14, 1, 0x030e00f0);
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(as14), &why));
+  EXPECT_NE(why.find("do not hold together"), std::string::npos) << why;
+  std::string as13 = debug_offsets("3.14");
+  set_word(as13, 1, 0x030d00f0);
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(as13), &why));
+  EXPECT_NE(why.find("do not hold together"), std::string::npos) << why;
+  // A frame whose owner byte would lie past the frame's size.
+  std::string owner = debug_offsets("3.14");
+  set_word(owner, 31 + 5, 88);  // interpreter_frame.owner at sizeof(_PyInterpreterFrame)
+  EXPECT_FALSE(pystack::detail::debug_offsets_layout(ByteView(owner), &why));
+}
+
 TEST(Versions, HexVersionsReadAsPeopleWriteThem) {
   EXPECT_EQ(pystack::version_text(0x030b02f0), "3.11.2");
   EXPECT_EQ(pystack::version_text(0x030d00f0), "3.13.0");
+  EXPECT_EQ(pystack::version_text(0x030e0af0), "3.14.10");
 }
 
 }  // namespace
