@@ -290,8 +290,11 @@ TEST(LoaderLockInversion, BothThreadsAreNamedWithTheirLines) {
 }
 
 TEST(LoaderLockInversion, TheCallerIsNamedInTheFix) {
-  const Finding* d =
-      find(hang_findings(inversion("/usr/lib/python3/dist-packages/threadpoolctl.py")), "RUN007");
+  // The findings outlive the pointer into them (a temporary here was a
+  // use-after-free that ASan caught).
+  const std::vector<Finding> found =
+      hang_findings(inversion("/usr/lib/python3/dist-packages/threadpoolctl.py"));
+  const Finding* d = find(found, "RUN007");
   ASSERT_TRUE(d);
   EXPECT_NE(d->fix.find("pip install -U 'threadpoolctl>=3.7'"), std::string::npos) << d->fix;
 }
