@@ -17,6 +17,7 @@ json python_json(const check::CheckReport& r) {
   const pyenv::Environment& e = *r.python;
   json pk = json::array();
   for (const pyenv::ImportedPackage& p : e.packages) {
+    if (p.reached_by_imports && p.extension_modules.empty() && p.libraries.empty()) continue;
     json ext = json::array(), libs = json::array();
     for (const pyenv::NativeFile& f : p.extension_modules) ext.push_back(f.path);
     for (const pyenv::NativeFile& f : p.libraries) libs.push_back(f.path);

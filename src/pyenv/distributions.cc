@@ -285,4 +285,11 @@ std::vector<std::string> record_paths(const host::Host& host, const Distribution
   return out;
 }
 
+std::vector<std::string> record_entries(const host::Host& host, const Distribution& dist) {
+  if (dist.format != MetadataFormat::DistInfo) return {};
+  std::optional<std::string> text =
+      host.read_file(host::join_path(dist.metadata_path, "RECORD"), 64 << 20);
+  return text ? record_first_fields(*text) : std::vector<std::string>{};
+}
+
 }  // namespace mld::pyenv

@@ -5,35 +5,29 @@
 // loaded is the one later symbol lookups bind to), so the loader model needs
 // this sequence, not just a set.
 //
-// How it is chosen: a table per package of the loads its import performs, in
-// the order glibc reports them (LD_DEBUG=files) for torch 1.13, numpy 1.24,
-// numba 0.56, scipy 1.10 and Debian's cv2 4.6 on Debian 12, with alternatives
-// for other layouts (numpy 2's numpy._core, pip opencv's cv2/cv2.abi3.so).
-// A dependency imported inside a package (numpy inside torch, llvmlite inside
-// numba) is expanded where that package imports it; Python imports a module
-// once, so a package already imported adds nothing later. An extension
-// module's dlopen precedes the imports its PyInit performs (Debian's cv2 is
-// loaded before numpy). This is an approximation of real import order: other
-// versions move imports around, only loads the table knows are listed, and
-// numba's threading layer is loaded at the first parallel call, not at import.
+// The order is the import system's: ImportWalker (python-imports.cc) runs
+// the import statements of every module the import reaches, depth first,
+// across packages (sklearn's `from scipy.sparse import ...` enters scipy and
+// then scipy.sparse, whose modules import numpy's), and each extension module
+// it finds (by the interpreter's suffixes, in the package tree: whether or
+// not RECORD lists it) is a dlopen at that point. Python imports a module
+// once, so a package already imported adds nothing later.
 //
-// Every row of the table is checked against the real `import X` on the
-// machine the tests run on (test/e2e/import-table-drift.py); a package that
-// machine cannot install has no row (tensorflow, jax, deepspeed, triton,
-// mkl-service left it for that reason) and goes through the inference.
+// What no import statement shows comes from a table per package, each row
+// checked against the real imports (test/e2e/import-table-drift.py on this
+// machine and in the Debian roots): ctypes loads (torch's
+// libtorch_global_deps before torch._C, llvmlite's library), imports an
+// extension module's PyInit performs (Debian's cv2 loads numpy), numba's
+// threading layer (loaded at the first parallel call, not at import),
+// faiss's pick by CPU features, and the extension modules a real import
+// loads that the walk might not reach (a dynamic import): those are placed
+// where their module has run when the walk did not place them.
 //
-// A package the table does not know (faiss-gpu forks, xformers, flash-attn,
-// bitsandbytes, decord, deepspeed...) loads its extension modules as found
-// from its RECORD, in the order its Python code imports them: the scan
-// follows its module-level import statements from __init__.py the way
-// Python runs them (python-imports.cc), so another package it imports
-// (deepspeed's `import torch`) is expanded where that happens, and its own
-// modules enter where they are reached. The modules no module-level import
-// reaches (lazy or dynamic imports) come after, those its __init__.py names
-// first, then its other top-level modules, then the deeper ones. Every such
-// step is marked Inferred. Loading more than the real import does can only
-// add runtimes the job would load later anyway; loading fewer would hide
-// them.
+// Both branches of an `if` or `try` are followed, and a package named in
+// the import set also replays its extension modules that no module-level
+// import reaches (lazy or dynamic imports), after: loading more than the
+// real import does only adds runtimes the job may load later anyway;
+// loading fewer would hide them.
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -46,8 +40,8 @@ namespace {
 
 enum class StepType {
   Extension,       // first existing of `names` (dotted module names)
-  Library,         // names[0]: a path relative to the package directory, ctypes-loaded
-  Import,          // names[0]: another top-level package, imported here
+  Library,         // names[0]: a path relative to the top-level package, ctypes-loaded
+  Import,          // names[0]: a module imported here (a PyInit's import)
   Cv2Native,       // opencv's native module, wherever the layout puts it
   NumbaThreading,  // numba.np.ufunc.{tbbpool,omppool,workqueue}, by NUMBA_THREADING_LAYER
   FaissSwig,       // faiss/loader.py: the _swigfaiss variant the CPU supports
@@ -57,11 +51,19 @@ struct TableStep {
   StepType type;
   std::vector<std::string_view> names;
   std::string_view note = {};
+  // When: right before extension module `before` loads, or once module
+  // `after` has run (an extension module: its PyInit); neither: once the
+  // row's own module has run. A step already done by the walk adds nothing.
+  std::string_view before = {};
+  std::string_view after = {};
 };
 
 struct PackageLoads {
-  std::string_view import_name;
+  std::string_view import_name;  // the module whose import the row describes
   std::vector<TableStep> steps;
+  // Extension modules the walk must not load by itself: a step of the row
+  // decides which (numba's threading layer, faiss's variant).
+  std::vector<std::string_view> decided_by_row = {};
 };
 
 const std::vector<PackageLoads>& load_table() {
@@ -70,9 +72,10 @@ const std::vector<PackageLoads>& load_table() {
       {"torch",
        {{S::Library,
          {"lib/libtorch_global_deps.so"},
-         "torch/__init__.py _load_global_deps(): ctypes.CDLL(..., RTLD_GLOBAL)"},
+         "torch/__init__.py _load_global_deps(): ctypes.CDLL(..., RTLD_GLOBAL)",
+         "torch._C"},
         {S::Extension, {"torch._C"}},
-        {S::Import, {"numpy"}, "torch imports numpy after torch._C"}}},
+        {S::Import, {"numpy"}, "torch imports numpy after torch._C", {}, "torch._C"}}},
       {"numpy",
        {{S::Extension, {"numpy.core._multiarray_umath", "numpy._core._multiarray_umath"}},
         {S::Extension, {"numpy.core._multiarray_tests", "numpy._core._multiarray_tests"}},
@@ -99,7 +102,11 @@ const std::vector<PackageLoads>& load_table() {
         {S::Extension, {"sklearn.utils._openmp_helpers"}}}},
       // `import llvmlite` loads nothing; llvmlite.binding loads its library.
       {"llvmlite.binding",
-       {{S::Library, {"binding/libllvmlite.so"}, "llvmlite.binding.ffi: ctypes.CDLL"}}},
+       {{S::Library,
+         {"binding/libllvmlite.so"},
+         "llvmlite.binding.ffi: ctypes.CDLL",
+         {},
+         "llvmlite.binding.ffi"}}},
       {"numba",
        {{S::Import, {"llvmlite.binding"}, "numba.core.config imports llvmlite.binding"},
         {S::Import, {"numpy"}},
@@ -112,19 +119,47 @@ const std::vector<PackageLoads>& load_table() {
         {S::Extension, {"numba.np.ufunc._internal"}},
         {S::Extension, {"numba.experimental.jitclass._box"}},
         {S::Import, {"scipy"}, "numba imports scipy when it is installed"},
-        {S::NumbaThreading, {}}}},
-      {"faiss", {{S::Import, {"numpy"}}, {S::FaissSwig, {}}}},
+        {S::NumbaThreading, {}}},
+       /*decided_by_row=*/{"numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool", "numba.np.ufunc.workqueue"}},
+      {"faiss",
+       {{S::Import, {"numpy"}}, {S::FaissSwig, {}}},
+       /*decided_by_row=*/{"faiss._swigfaiss", "faiss._swigfaiss_avx2", "faiss._swigfaiss_avx512"}},
   };
   return table;
 }
 
+const PackageLoads* row_of(std::string_view module) {
+  for (const PackageLoads& p : load_table())
+    if (p.import_name == module) return &p;
+  return nullptr;
+}
+
+std::string top_of(std::string_view module) {
+  return std::string(module.substr(0, module.find('.')));
+}
+
 struct ImportSetBuilder {
-  ImportSetBuilder(const Environment& e, const host::Host& h) : env(e), host(h) {}
+  ImportSetBuilder(const Environment& e, const host::Host& h)
+      : env(e),
+        host(h),
+        walker(
+            h, [this](const std::string& top) { return env.find_package(top); }, problems) {
+    walker.set_listener([this](const ImportEvent& ev) { on_event(ev); });
+    for (const PackageLoads& row : load_table()) {
+      for (std::string_view d : row.decided_by_row) decided.insert(std::string(d));
+      for (const TableStep& st : row.steps)
+        if (st.type == StepType::Extension)
+          for (std::string_view n : st.names) table_modules.insert(std::string(n));
+    }
+  }
   const Environment& env;
   const host::Host& host;
+  std::vector<ScanProblem> problems;  // env.problems has them from the scan's walk
+  ImportWalker walker;
   std::string statement;  // the top-level import being expanded
-  std::set<std::string> imported;
   std::set<std::string> emitted_paths;
+  std::set<std::string> decided;        // extension modules a row's step places
+  std::set<std::string> table_modules;  // extension modules a row names
   std::vector<ImportStep> out;
 
   const NativeFile* extension(const ImportedPackage& pkg, std::string_view module) {
@@ -148,75 +183,112 @@ struct ImportSetBuilder {
     out.push_back(std::move(s));
   }
 
-  // `name` may be a submodule ("llvmlite.binding") that the table knows.
-  void import(const std::string& name) {
-    if (!imported.insert(name).second) return;
-    const ImportedPackage* pkg = env.find_package(name.substr(0, name.find('.')));
+  // `import name` as a statement of the job (or a row's import).
+  void import(const std::string& name, const std::string& via) { walker.import(name, {}, via); }
+
+  void on_event(const ImportEvent& e) {
+    switch (e.kind) {
+      case ImportEvent::Kind::Extension: {
+        anchored_steps(e.name, /*before=*/true);
+        if (decided.count(e.name)) return;
+        const ImportedPackage* pkg = env.find_package(top_of(e.name));
+        const NativeFile* f = pkg ? extension(*pkg, e.name) : nullptr;
+        if (!f) return;
+        const bool tabled = table_modules.count(e.name) > 0;
+        // The table's order is the real one (an extension module's PyInit
+        // imports others, which no statement shows): what its row places
+        // before this module happens first.
+        if (tabled) row_steps_before(e.name);
+        emit(*f, pkg->import_name, LoadTime::AtImport,
+             (tabled ? "imported at " : "inferred: imported at ") + e.via,
+             tabled ? StepSource::Table : StepSource::Inferred);
+        return;
+      }
+      case ImportEvent::Kind::ModuleDone:
+        anchored_steps(e.name, /*before=*/false);
+        if (const PackageLoads* row = row_of(e.name)) row_steps(*row);
+        return;
+      case ImportEvent::Kind::Package:
+      case ImportEvent::Kind::Module: return;
+    }
+  }
+
+  // The steps of every row anchored before or after `module`.
+  void anchored_steps(const std::string& module, bool before) {
+    for (const PackageLoads& row : load_table())
+      for (const TableStep& st : row.steps)
+        if ((before ? st.before : st.after) == module) do_step(row, st);
+  }
+
+  // The steps a started row places before extension module `module`.
+  void row_steps_before(const std::string& module) {
+    for (const PackageLoads& row : load_table()) {
+      if (!walker.started(std::string(row.import_name))) continue;
+      auto names = [&](const TableStep& st) {
+        return st.type == StepType::Extension &&
+               std::find(st.names.begin(), st.names.end(), module) != st.names.end();
+      };
+      auto at = std::find_if(row.steps.begin(), row.steps.end(), names);
+      if (at == row.steps.end()) continue;
+      for (auto st = row.steps.begin(); st != at; ++st)
+        if (st->before.empty() && st->after.empty() && st->type != StepType::NumbaThreading)
+          do_step(row, *st);
+    }
+  }
+
+  // The row's own steps once its module has run: what the walk did not do.
+  void row_steps(const PackageLoads& row) {
+    for (const TableStep& st : row.steps)
+      if (st.before.empty() && st.after.empty()) do_step(row, st);
+  }
+
+  void do_step(const PackageLoads& row, const TableStep& step) {
+    const ImportedPackage* pkg = env.find_package(top_of(row.import_name));
     if (!pkg) return;
-    const PackageLoads* loads = nullptr;
-    for (const PackageLoads& p : load_table())
-      if (p.import_name == name) loads = &p;
-    const size_t before = out.size();
-    if (loads) table_steps(*pkg, *loads);
-    // A package the table does not know, or a version of a known one whose
-    // modules moved where the table does not look: what it holds.
-    bool own = false;
-    for (size_t i = before; i < out.size(); i++) own |= out[i].triggered_by == pkg->import_name;
-    if (!own) inferred_steps(*pkg);
-  }
-
-  void table_steps(const ImportedPackage& pkg, const PackageLoads& loads) {
-    const std::string& name = pkg.import_name;
-    for (const TableStep& step : loads.steps) {
-      switch (step.type) {
-        case StepType::Extension:
-          for (std::string_view alt : step.names)
-            if (const NativeFile* f = extension(pkg, alt)) {
-              emit(*f, name, LoadTime::AtImport, step.note);
-              break;
-            }
-          break;
-        case StepType::Library: {
-          std::string path = host::join_path(pkg.path, step.names[0]);
-          for (const NativeFile& f : pkg.libraries)
-            if (f.path == path) emit(f, name, LoadTime::AtImport, step.note);
-          break;
-        }
-        case StepType::Import: import(std::string(step.names[0])); break;
-        case StepType::Cv2Native:
-          for (const NativeFile& f : pkg.extension_modules) {
-            std::string_view m = f.module;
-            if (f.loadable_by_interpreter && (m == "cv2" || m.ends_with(".cv2"))) {
-              emit(f, name, LoadTime::AtImport, step.note);
-              break;
-            }
+    const std::string& name = pkg->import_name;
+    switch (step.type) {
+      case StepType::Extension:
+        for (std::string_view alt : step.names)
+          if (const NativeFile* f = extension(*pkg, alt)) {
+            if (emitted_paths.count(f->path)) break;
+            // What the table anchors to this load happens around it.
+            anchored_steps(std::string(alt), /*before=*/true);
+            emit(*f, name, LoadTime::AtImport,
+                 step.note.empty() ? "table: loaded by `import " + std::string(row.import_name) +
+                                         "` (no import statement reaches it)"
+                                   : std::string(step.note));
+            anchored_steps(std::string(alt), /*before=*/false);
+            break;
           }
-          break;
-        case StepType::NumbaThreading: numba_threading_layer(pkg); break;
-        case StepType::FaissSwig: faiss_swig(pkg); break;
+        break;
+      case StepType::Library: {
+        std::string path = host::join_path(pkg->path, step.names[0]);
+        for (const NativeFile& f : pkg->libraries)
+          if (f.path == path) emit(f, name, LoadTime::AtImport, step.note);
+        break;
       }
+      case StepType::Import:
+        import(std::string(step.names[0]), std::string(row.import_name) + " (table)");
+        break;
+      case StepType::Cv2Native:
+        for (const NativeFile& f : pkg->extension_modules) {
+          std::string_view m = f.module;
+          if (f.loadable_by_interpreter && (m == "cv2" || m.ends_with(".cv2"))) {
+            emit(f, name, LoadTime::AtImport, step.note);
+            break;
+          }
+        }
+        break;
+      case StepType::NumbaThreading: numba_threading_layer(*pkg); break;
+      case StepType::FaissSwig: faiss_swig(*pkg); break;
     }
   }
 
-  // The package's extension modules in the order its import most plausibly
-  // loads them (see the file comment).
-  void inferred_steps(const ImportedPackage& pkg) {
-    const std::string found_by = pkg.natives_from_record ? "RECORD" : "the package tree";
-    // First what its Python code imports, in the order it runs: other
-    // packages where it imports them, its own modules where they are reached.
-    for (const ImportEvent& e : pkg.import_events) {
-      if (e.kind == ImportEvent::Kind::Package) {
-        import(e.name);
-        continue;
-      }
-      for (const NativeFile& f : pkg.extension_modules)
-        if (f.module == e.name && f.loadable_by_interpreter)
-          emit(f, pkg.import_name, LoadTime::AtImport, "inferred: imported at " + e.via,
-               StepSource::Inferred);
-    }
-    // Then the modules no module-level import reaches (imported lazily, by
-    // name, or never): the job may load them later, so they are replayed
-    // after, those __init__.py names first.
+  // A package named in the import set: its extension modules that no
+  // module-level import reached, in the order its import most plausibly
+  // loads them (those its __init__.py names first, then its other top-level
+  // modules, then the deeper ones).
+  void unreached_steps(const ImportedPackage& pkg) {
     std::string init_text;
     if (pkg.kind == ImportKind::Package)
       init_text = host.read_file(host::join_path(pkg.path, "__init__.py"), 1 << 20).value_or("");
@@ -228,7 +300,8 @@ struct ImportSetBuilder {
     std::vector<Ranked> ranked;
     const std::string prefix = pkg.import_name + ".";
     for (const NativeFile& f : pkg.extension_modules) {
-      if (!f.loadable_by_interpreter) continue;
+      if (!f.loadable_by_interpreter || emitted_paths.count(f.path) || decided.count(f.module))
+        continue;
       if (f.module == pkg.import_name) {
         ranked.push_back({0, 0, &f});  // `import pkg` is this module itself
         continue;
@@ -247,13 +320,12 @@ struct ImportSetBuilder {
       if (a.where != b.where) return a.where < b.where;
       return a.file->module < b.file->module;
     });
-    const bool walked = !pkg.import_events.empty();
     for (const Ranked& r : ranked) {
       std::string note =
           r.group == 0 && r.file->module != pkg.import_name
               ? "inferred: named in " + pkg.import_name + "/__init__.py"
-              : "inferred: an extension module of " + pkg.import_name + " (" + found_by + ")";
-      if (walked) note += "; no module-level import reaches it";
+              : "inferred: an extension module of " + pkg.import_name;
+      note += "; no module-level import reaches it";
       emit(*r.file, pkg.import_name, LoadTime::AtImport, note, StepSource::Inferred);
     }
   }
@@ -330,11 +402,13 @@ ImportPlan plan_imports(const Environment& env, const host::Host& host,
   ImportPlan plan;
   for (const std::string& name : imports) {
     b.statement = name;
-    const bool first_time = !b.imported.count(name);
+    const bool first_time = !b.walker.started(name);
     const size_t before = b.out.size();
-    b.import(name);
+    b.import(name, "import " + name);
+    const ImportedPackage* pkg = env.find_package(top_of(name));
+    if (first_time && pkg && pkg->import_name == name && !in_import_table(name))
+      b.unreached_steps(*pkg);
     if (!first_time || b.out.size() != before) continue;
-    const ImportedPackage* pkg = env.find_package(name);
     if (!pkg) {
       plan.unresolved.push_back({name, "not found on the interpreter's sys.path"});
     } else {

@@ -13,6 +13,7 @@
 // the dynamic symbols are read). Everything else is a vendored library
 // (torch/lib, auditwheel's <dist>.libs, nvidia/*/lib, mkl's <prefix>/lib).
 #include <algorithm>
+#include <deque>
 #include <set>
 
 #include "elf/elf.h"
@@ -379,50 +380,49 @@ bool names_a_runtime(std::string_view file) {
   return false;
 }
 
-// A package the table does not know: its shared objects as its
-// distribution's RECORD lists them, inside the package or its auditwheel
-// `<dist>.libs` directory (never outside the site directory). False when
-// there is no RECORD to read (the tree is walked instead).
-bool natives_from_record(const host::Host& host, PackageScanner& scanner, const Distribution& d,
-                         const ImportedPackage& pkg, std::vector<ScanProblem>& problems,
-                         std::vector<NativeFile>& out) {
-  if (d.format != MetadataFormat::DistInfo) return false;
-  std::vector<ScanProblem> record_problems;
-  std::vector<std::string> paths = record_paths(host, d, record_problems);
-  if (paths.empty()) return false;
-  const std::string libs_prefix = d.site_dir + "/";
-  for (const std::string& p : paths) {
-    std::string_view name = base_name(p);
-    if (!named_like_shared_object(name)) continue;
-    const bool in_package = p.starts_with(pkg.path + "/");
-    const bool in_libs =
-        !in_package && p.starts_with(libs_prefix) &&
-        p.find('/', libs_prefix.size()) != std::string::npos &&
-        std::string_view(p)
-            .substr(libs_prefix.size(), p.find('/', libs_prefix.size()) - libs_prefix.size())
-            .ends_with(".libs");
-    if (!in_package && !in_libs) {
-      if (!p.starts_with(libs_prefix))
-        problems.push_back({d.metadata_path + "/RECORD",
-                            "lists " + p + ", outside " + d.site_dir + ": not replayed"});
+// What a distribution's RECORD says about the package it installed, checked
+// against the tree the import system reads. RECORD never decides what is
+// loaded (an editable install, `build_ext --inplace` or a hand copy leaves
+// extension modules it does not list, and import loads them all the same);
+// its entries are read as text and noted when they name nothing, climb out
+// of the site directory with "..", or leave out an extension module. Nothing
+// is read through a ".." entry.
+void check_record(const host::Host& host, const Distribution& d, const ImportedPackage& pkg,
+                  std::vector<ScanProblem>& problems) {
+  std::vector<std::string> entries = record_entries(host, d);
+  if (entries.empty()) return;
+  const std::string record = d.metadata_path + "/RECORD";
+  std::set<std::string> listed;
+  std::vector<std::string> missing;
+  size_t checked = 0;
+  for (const std::string& e : entries) {
+    const bool climbs = e == ".." || e.starts_with("../") || e.find("/../") != std::string::npos ||
+                        e.ends_with("/..");
+    if (climbs || e.front() == '/') {
+      // Library-only distributions (mkl, intel-openmp) place theirs in
+      // <prefix>/lib on purpose; a package's own RECORD has no business there.
+      problems.push_back({record, "lists " + e + (climbs ? ", a path with \"..\"" : ", an absolute path") +
+                                      " (" + host::normalize_path(e.front() == '/' ? e : host::join_path(d.site_dir, e)) +
+                                      "): not read; only what the import system finds under " +
+                                      pkg.path + " is replayed"});
       continue;
     }
-    host::FileStat st = host.stat(p);
-    if (st.kind == host::FileKind::Missing) {
-      problems.push_back({p, "listed in " + d.name + "'s RECORD but missing"});
-      continue;
-    }
-    // Module name: the path below the site directory, dotted, the suffix off.
-    std::string prefix;
-    if (in_package) {
-      std::string rel = p.substr(d.site_dir.size() + 1);
-      rel = rel.substr(0, rel.rfind('/'));
-      std::replace(rel.begin(), rel.end(), '/', '.');
-      prefix = rel;
-    }
-    if (std::optional<NativeFile> f = scanner.classify(p, in_libs, prefix)) out.push_back(*f);
+    std::string p = host::normalize_path(host::join_path(d.site_dir, e));
+    listed.insert(p);
+    // Only the package's own files are looked at: one stat each, bounded.
+    if (!p.starts_with(pkg.path + "/") || ++checked > 100000) continue;
+    if (host.stat(p).kind == host::FileKind::Missing && !p.ends_with(".pyc")) missing.push_back(p);
   }
-  return true;
+  for (size_t i = 0; i < missing.size() && i < 20; i++)
+    problems.push_back({missing[i], "listed in " + d.name + "'s RECORD but missing"});
+  if (missing.size() > 20)
+    problems.push_back({record, std::to_string(missing.size() - 20) +
+                                    " more files listed but missing under " + pkg.path});
+  for (const NativeFile& f : pkg.extension_modules)
+    if (!listed.count(f.path) && !(f.link_target && listed.count(*f.link_target)))
+      problems.push_back({f.path, "extension module " + f.module + " is not in " + d.name +
+                                      "'s RECORD (an editable or in-place build, or a copy): " +
+                                      "replayed as the import system finds it"});
 }
 
 }  // namespace
@@ -468,37 +468,32 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       if (std::find(wanted.begin(), wanted.end(), top) == wanted.end()) wanted.push_back(top);
   }
 
-  for (size_t wi = 0; wi < wanted.size(); wi++) {
-    const std::string name = wanted[wi];
+  // The standard library's own directories: its packages are not followed
+  // (their native code is CPython's lib-dynload, loaded by the interpreter).
+  auto stdlib_dir = [&](const std::string& dir) {
+    if (dir.find("-packages") != std::string::npos) return false;
+    for (const std::string& prefix : {env.python.base_prefix, env.python.prefix})
+      if (!prefix.empty() && (dir.starts_with(prefix + "/lib/python") ||
+                              dir.starts_with(prefix + "/lib64/python")))
+        return true;
+    return false;
+  };
+  auto scan_one = [&](const std::string& name) -> std::optional<ImportedPackage> {
     const KnownPackage* known = nullptr;
     for (const KnownPackage& k : known_packages())
       if (k.import_name == name) known = &k;
     std::optional<ImportedPackage> pkg = scanner.resolve(name);
-    if (!pkg) continue;
+    if (!pkg || stdlib_dir(pkg->site_dir)) return std::nullopt;
     scanner.entries_seen = 0;
     const Distribution* owner = owning_distribution(env.distributions, *pkg, known, env.problems);
     if (owner) {
       pkg->distribution = owner->name;
       pkg->version = owner->version;
     }
-    // A package without a row in the import table is replayed by inference:
-    // its natives from RECORD and its import walk.
-    const bool inferred = !in_import_table(name);
+    // The files as the import system sees them: the package's tree.
     std::vector<NativeFile> files;
     std::set<host::FileId> visited;
-    if (inferred && owner && pkg->kind == ImportKind::Package &&
-        natives_from_record(host, scanner, *owner, *pkg, env.problems, files)) {
-      pkg->natives_from_record = true;
-      for (const NativeFile& f : files)
-        if (f.path.find(".libs/") != std::string::npos)
-          attributed_libs_dirs.insert(host::dir_name(f.path));
-    } else if (inferred && owner && owner->format == MetadataFormat::DistInfo &&
-               pkg->kind == ImportKind::Package) {
-      env.problems.push_back({owner->metadata_path, "no RECORD (or an empty one): " + name +
-                                                        "'s native files found by walking " +
-                                                        pkg->path});
-      scanner.walk(pkg->path, name, 0, false, visited, files);
-    } else if (pkg->kind == ImportKind::Module) {
+    if (pkg->kind == ImportKind::Module) {
       if (named_like_shared_object(pkg->path))
         if (std::optional<NativeFile> f = scanner.classify(pkg->path, false, ""))
           files.push_back(std::move(*f));
@@ -508,7 +503,7 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       for (const std::string& root : roots) scanner.walk(root, name, 0, false, visited, files);
     }
     // auditwheel's <dist>.libs beside the package.
-    if (pkg->distribution && !pkg->natives_from_record) {
+    if (pkg->distribution) {
       std::string want = normalize_distribution_name(*pkg->distribution);
       if (const std::vector<std::string>* names = scanner.list(pkg->site_dir))
         for (const std::string& n : *names)
@@ -537,25 +532,31 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
       }
     }
     file_natives(*pkg, files);
-    // A package the table does not know: what its import runs. Other
-    // installed packages it imports are examined too (deepspeed imports
-    // torch); names no distribution provides are the standard library's.
-    if (inferred) {
-      pkg->import_events = import_events(host, *pkg, env.problems);
-      for (const ImportEvent& e : pkg->import_events) {
-        if (e.kind != ImportEvent::Kind::Package ||
-            std::find(wanted.begin(), wanted.end(), e.name) != wanted.end())
-          continue;
-        for (const Distribution& d : env.distributions)
-          if (!d.shadowed_by &&
-              std::find(d.top_level.begin(), d.top_level.end(), e.name) != d.top_level.end()) {
-            wanted.push_back(e.name);
-            break;
-          }
-      }
-    }
-    env.packages.push_back(std::move(*pkg));
-  }
+    if (owner && pkg->kind == ImportKind::Package) check_record(host, *owner, *pkg, env.problems);
+    return pkg;
+  };
+
+  // The packages asked for, then every other package their imports reach
+  // (sklearn → scipy → numpy, deepspeed → torch), found by running their
+  // import statements the way Python would: scanned on first reach.
+  std::deque<ImportedPackage> scanned;
+  std::map<std::string, const ImportedPackage*> by_name;
+  std::set<std::string> tried;
+  auto package = [&](const std::string& top) -> const ImportedPackage* {
+    if (auto it = by_name.find(top); it != by_name.end()) return it->second;
+    if (!tried.insert(top).second) return nullptr;
+    std::optional<ImportedPackage> pkg = scan_one(top);
+    if (!pkg) return nullptr;
+    scanned.push_back(std::move(*pkg));
+    return by_name[top] = &scanned.back();
+  };
+  for (const std::string& name : wanted) package(name);
+  const size_t asked = scanned.size();
+  ImportWalker walker(host, package, env.problems);
+  for (const std::string& name : wanted)
+    if (by_name.count(name)) walker.import(name, {}, name);
+  for (size_t i = asked; i < scanned.size(); i++) scanned[i].reached_by_imports = true;
+  for (ImportedPackage& p : scanned) env.packages.push_back(std::move(p));
 
   // Other auditwheel directories on sys.path.
   std::set<std::string> seen;

@@ -31,7 +31,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -234,6 +236,10 @@ std::vector<Distribution> find_distributions(const host::Host& host,
 std::vector<std::string> record_paths(const host::Host& host, const Distribution& dist,
                                       std::vector<ScanProblem>& problems);
 
+// RECORD's entries as written (relative to the site directory, not
+// normalised), for checking what they name; empty without a RECORD.
+std::vector<std::string> record_entries(const host::Host& host, const Distribution& dist);
+
 // ─── packages.cc ────────────────────────────────────────────────────────────
 
 enum class NativeKind {
@@ -262,8 +268,10 @@ struct NativeFile {
 // What `import <pkg>` runs, in order, as far as its Python source says.
 struct ImportEvent {
   enum class Kind {
-    Package,    // another top-level package is imported here ("torch")
-    Extension,  // one of the package's own extension modules ("pkg._C")
+    Package,     // a top-level package is first imported here ("torch")
+    Extension,   // an extension module is loaded ("pkg._C")
+    Module,      // a Python module's body starts running ("pkg.ops")
+    ModuleDone,  // ... and has run to its end
   };
   Kind kind = Kind::Package;
   std::string name;
@@ -288,12 +296,12 @@ struct ImportedPackage {
   std::optional<std::string> version;
   std::vector<NativeFile> extension_modules;  // sorted by path
   std::vector<NativeFile> libraries;          // sorted by path
-  // How the native files were found: the distribution's RECORD (packages the
-  // table does not know, when they have one), else the package tree.
-  bool natives_from_record = false;
-  // Packages the table does not know: what their import runs, in order
-  // (import_events()); empty for table packages.
-  std::vector<ImportEvent> import_events;
+  // Not asked for: examined because an asked package's imports reach it
+  // (scipy under sklearn). Reports list those only when they hold native code.
+  bool reached_by_imports = false;
+  // Native files are found as the import system finds them (the package
+  // tree, the interpreter's suffixes), never from RECORD alone; RECORD's
+  // entries that name nothing there, or climb out with "..", are problems.
 };
 
 // The import names whose native code mldoctor looks at, and the
@@ -445,11 +453,45 @@ struct ImportStatement {
 // Never throws; text that is not Python yields what it happens to hold.
 std::vector<ImportStatement> module_level_imports(std::string_view source);
 
-// Follows `pkg`'s import statements depth first from its __init__.py, each
-// module once, the way Python runs them (python-imports.cc). Needs
-// pkg.extension_modules. Packages that are single modules or namespaces give
-// nothing. Unreadable files and a walk cut short (4000 modules, 64 MB of
-// source) are added to `problems`.
+// Runs `import` statements the way Python's import system runs them,
+// without running Python: each module's body once, depth first, in source
+// order, across every top-level package `resolve` can find (sys.path order,
+// packages before modules, the interpreter's extension suffixes, namespace
+// portions), relative imports from the right package, and `from m import x`
+// importing m.x when it is a submodule. Events reach the listener as they
+// happen; a listener may call import() itself (an extension module's PyInit
+// importing numpy), as Python nests imports. Unreadable sources and a walk
+// cut short (kMaxModules modules, kMaxBytes of source) are added to
+// `problems`.
+class ImportWalker {
+ public:
+  // The top-level package `import <top>` finds; nullptr: not followed (the
+  // standard library, or nothing there).
+  using Resolve = std::function<const ImportedPackage*(const std::string& top)>;
+  using Listener = std::function<void(const ImportEvent&)>;
+  static constexpr size_t kMaxModules = 20000;
+  static constexpr u64 kMaxBytes = 256u << 20;
+
+  ImportWalker(const host::Host& host, Resolve resolve, std::vector<ScanProblem>& problems);
+  ~ImportWalker();
+  void set_listener(Listener listener);
+  // `import module` (module's parents first), then, for `from module import
+  // names`, each name that is a submodule. `via` names the statement.
+  void import(const std::string& module, const std::vector<std::string>& names,
+              const std::string& via);
+  bool started(const std::string& module) const;
+  size_t modules_read() const;
+  // Whether a limit stopped the walk (a problem was added once).
+  bool cut() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What `import <pkg>` runs, in order, when nothing was imported before:
+// an ImportWalker over `pkg` alone (other top-level packages appear as
+// Package events and are not entered).
 std::vector<ImportEvent> import_events(const host::Host& host, const ImportedPackage& pkg,
                                        std::vector<ScanProblem>& problems);
 
@@ -463,9 +505,10 @@ enum class LoadTime {
 
 // Where a step of the plan comes from.
 enum class StepSource {
-  Table,     // the table of known packages' imports, checked against real imports
-  Inferred,  // a package the table does not know: its extension modules, from
-             // RECORD (or its tree), in the most plausible order
+  Table,     // a row of the table of known packages' loads (checked against real
+             // imports): ctypes loads, C-level imports, numba's threading layer
+  Inferred,  // found by following the import statements (ImportWalker), or an
+             // extension module of an imported package that no import reaches
 };
 
 // One dlopen that an import performs, in predicted order.
@@ -493,18 +536,15 @@ struct ImportPlan {
 
 // The extension modules (and ctypes-loaded libraries) that
 // `import <imports[0]>, <imports[1]>, ...` would dlopen first, in order, each
-// file once. Known packages follow a table of each package's import-time
-// loads, checked against the real imports of torch 1.13, numpy 1.24, numba
-// 0.56, scipy 1.10 and Debian's cv2 (dependencies such as numpy inside torch
-// are placed where the package imports them). An approximation: versions
-// move imports around, and only loads the table knows are listed — not every
-// extension module a package holds. Any other package loads its extension
-// modules as found by scan_with_facts (RECORD, else its tree) in the order
-// its import_events reach them, with the packages it imports expanded where
-// it imports them; then the modules no import reaches: those its __init__.py
-// names first, then its other top-level modules, then the deeper ones
-// (StepSource::Inferred). Every name that loads nothing is listed in
-// `unresolved` with the reason.
+// file once. The order is the import system's (ImportWalker over every
+// package the environment holds, transitively: sklearn → scipy → numpy);
+// the table of known packages adds what no import statement shows (ctypes
+// loads, an extension module's PyInit importing numpy, numba's threading
+// layer at first use, faiss's CPU-dependent pick) and the loads its rows
+// name that the walk does not reach. A package named in `imports` also
+// replays its extension modules that no module-level import reaches, after
+// (lazy imports may load them; StepSource::Inferred with a note). Every name
+// that loads nothing is listed in `unresolved` with the reason.
 ImportPlan plan_imports(const Environment& env, const host::Host& host,
                         const std::vector<std::string>& imports);
 

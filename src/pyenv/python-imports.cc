@@ -1,12 +1,16 @@
-// python-imports.cc — what `import pkg` executes, read from the package's
-// Python source without running it: the import statements each module runs
-// at import time, followed depth first the way Python executes them (a
-// module's body runs to completion at its first import; a module already
-// started is not run again, which is how cycles end). The walk yields, in
-// order, the other top-level packages `import pkg` brings in (deepspeed's
-// `import torch`, jax's `jaxlib` through jax._src.lib) and the package's
-// own extension modules as their imports are reached — the order the
-// loader sees them in.
+// python-imports.cc — what `import pkg` executes, read from Python source
+// without running it: the import statements each module runs at import
+// time, followed depth first the way Python executes them (a module's body
+// runs to completion at its first import; a module already started is not
+// run again, which is how cycles end). The walk goes through the import
+// system, not through one package: `from scipy.sparse import csr_matrix` in
+// sklearn enters scipy (its __init__ first), then scipy.sparse; modules are
+// found as importlib's FileFinder finds them (package directory, then the
+// interpreter's extension suffixes, then .py; namespace portions), relative
+// imports resolve from the importing module's package, and `from m import x`
+// imports m.x when m has such a submodule. The events it yields, in order —
+// packages entered, module bodies started and finished, extension modules
+// loaded — are the order in which the loader sees them.
 //
 // Only statements Python runs when the module is imported count: not those
 // in a `def` body (run when called), not those under `if TYPE_CHECKING:`
@@ -299,51 +303,96 @@ std::vector<ImportStatement> module_level_imports(std::string_view source) {
   return out;
 }
 
-namespace {
+// ─── the walk ───────────────────────────────────────────────────────────────
 
-// The depth-first walk over one package's modules.
-struct ImportWalk {
+struct ImportWalker::Impl {
   const host::Host& host;
-  const ImportedPackage& pkg;
+  Resolve resolve;
   std::vector<ScanProblem>& problems;
-  std::vector<ImportEvent> events;
+  Listener listener;
   std::set<std::string> started;   // modules whose body ran (or is running)
-  std::set<std::string> packages;  // other top-level packages already listed
+  std::set<std::string> packages;  // top-level names already announced
   size_t files_read = 0;
   u64 bytes_read = 0;
   bool cut = false;
-  static constexpr size_t kMaxFiles = 4000;
-  static constexpr u64 kMaxBytes = 64u << 20;
-  static constexpr int kMaxDepth = 200;
+  int depth = 0;
+  static constexpr int kMaxDepth = 400;
 
-  const std::string& top() const { return pkg.import_name; }
+  void event(ImportEvent::Kind kind, const std::string& name, const std::string& via) {
+    if (listener) listener({kind, name, via});
+  }
 
-  // A module of this package: its source file and whether it is a package
-  // (`__init__.py`), or the extension module of that name.
+  // A module as importlib's FileFinder finds it in its parent's directory:
+  // a package directory (__init__ with a source or extension suffix) first,
+  // then an extension module with one of the interpreter's suffixes, then
+  // <name>.py; a directory without __init__ is a namespace portion.
   struct Found {
+    const ImportedPackage* pkg = nullptr;
     std::string source;  // empty: no Python source
     bool is_package = false;
     const NativeFile* extension = nullptr;
   };
   Found find(const std::string& module) const {
     Found f;
-    std::string rel = module.size() > top().size() ? module.substr(top().size() + 1) : "";
+    const std::string top = module.substr(0, module.find('.'));
+    f.pkg = resolve(top);
+    if (!f.pkg) return f;
+    const ImportedPackage& pkg = *f.pkg;
+    auto extension_named = [&](const std::string& name) -> const NativeFile* {
+      for (const NativeFile& n : pkg.extension_modules)
+        if (n.module == name && n.loadable_by_interpreter) return &n;
+      return nullptr;
+    };
+    if (pkg.kind == ImportKind::Module) {
+      if (module != top) return f;  // a module has no submodules
+      if ((f.extension = extension_named(module))) return f;
+      if (pkg.path.ends_with(".py")) f.source = pkg.path;
+      return f;
+    }
+    std::string rel = module.size() > top.size() ? module.substr(top.size() + 1) : "";
     std::replace(rel.begin(), rel.end(), '.', '/');
-    const std::string base = rel.empty() ? pkg.path : host::join_path(pkg.path, rel);
-    if (host.stat(base + "/__init__.py").kind == host::FileKind::Regular) {
-      f.source = base + "/__init__.py";
+    std::vector<std::string> roots =
+        pkg.kind == ImportKind::Namespace ? pkg.namespace_portions : std::vector{pkg.path};
+    if (rel.empty()) {
+      if (pkg.kind == ImportKind::Namespace) {
+        f.is_package = true;  // a namespace package: nothing runs
+        return f;
+      }
+      if (host.stat(pkg.path + "/__init__.py").kind == host::FileKind::Regular)
+        f.source = pkg.path + "/__init__.py";
+      else
+        f.extension = extension_named(module + ".__init__");
       f.is_package = true;
       return f;
     }
-    for (const NativeFile& n : pkg.extension_modules)
-      if (n.module == module && n.loadable_by_interpreter) {
-        f.extension = &n;
+    for (const std::string& root : roots) {
+      const std::string base = host::join_path(root, rel);
+      if (host.stat(base + "/__init__.py").kind == host::FileKind::Regular) {
+        f.source = base + "/__init__.py";
+        f.is_package = true;
         return f;
       }
-    if (!rel.empty() && host.stat(base + ".py").kind == host::FileKind::Regular)
-      f.source = base + ".py";
-    else if (host.stat(base).kind == host::FileKind::Directory)
-      f.is_package = true;  // a namespace subpackage: nothing runs
+      if (const NativeFile* init = extension_named(module + ".__init__");
+          init && init->path.starts_with(base + "/")) {
+        f.extension = init;
+        f.is_package = true;
+        return f;
+      }
+      if (const NativeFile* n = extension_named(module);
+          n && n->path.starts_with(host::dir_name(base) + "/")) {
+        f.extension = n;
+        return f;
+      }
+      if (host.stat(base + ".py").kind == host::FileKind::Regular) {
+        f.source = base + ".py";
+        return f;
+      }
+    }
+    for (const std::string& root : roots)
+      if (host.stat(host::join_path(root, rel)).kind == host::FileKind::Directory) {
+        f.is_package = true;  // a namespace subpackage: nothing runs
+        return f;
+      }
     return f;
   }
 
@@ -352,35 +401,48 @@ struct ImportWalk {
     return !f.source.empty() || f.extension || f.is_package;
   }
 
-  std::string where(const std::string& source, size_t line) const {
-    std::string rel = source.starts_with(pkg.site_dir + "/")
-                          ? source.substr(pkg.site_dir.size() + 1)
-                          : std::string(base_name(source));
+  std::string where(const Found& f, size_t line) const {
+    const std::string& site = f.pkg->site_dir;
+    std::string rel = f.source.starts_with(site + "/") ? f.source.substr(site.size() + 1)
+                                                       : std::string(base_name(f.source));
     return rel + ":" + std::to_string(line);
   }
 
   // `import a.b.c`: a, a.b, a.b.c run in that order.
-  void import_dotted(const std::string& module, const std::string& via, int depth) {
-    std::string first = module.substr(0, module.find('.'));
-    if (first != top()) {
-      if (packages.insert(first).second) events.push_back({ImportEvent::Kind::Package, first, via});
-      return;
-    }
+  void import_dotted(const std::string& module, const std::string& via) {
+    const std::string top = module.substr(0, module.find('.'));
+    if (packages.insert(top).second) event(ImportEvent::Kind::Package, top, via);
     for (size_t dot = module.find('.');; dot = module.find('.', dot + 1)) {
-      run(module.substr(0, dot), via, depth);
+      run(module.substr(0, dot), via);
       if (dot == std::string::npos) break;
     }
   }
 
-  void run(const std::string& module, const std::string& via, int depth) {
-    if (!started.insert(module).second) return;
+  void import(const std::string& module, const std::vector<std::string>& names,
+              const std::string& via) {
+    import_dotted(module, via);
+    // `from m import x`: x is imported as a submodule when m has one.
+    for (const std::string& n : names)
+      if (n != "*" && !started.count(module + "." + n) && exists(module + "." + n))
+        run(module + "." + n, via);
+  }
+
+  void run(const std::string& module, const std::string& via) {
+    if (started.count(module)) return;
     Found f = find(module);
+    if (!f.pkg) return;  // not followed: the standard library, or nothing there
+    started.insert(module);
     if (f.extension) {
-      events.push_back({ImportEvent::Kind::Extension, module, via});
+      // dlopen, then PyInit runs (its own imports happen there).
+      event(ImportEvent::Kind::Extension, module, via);
+      event(ImportEvent::Kind::ModuleDone, module, via);
       return;
     }
     if (f.source.empty()) return;
-    if (depth > kMaxDepth || files_read >= kMaxFiles || bytes_read >= kMaxBytes) {
+    if (depth > kMaxDepth || files_read >= kMaxModules || bytes_read >= kMaxBytes) {
+      if (!cut)
+        problems.push_back({f.source, "import walk stopped after " + std::to_string(files_read) +
+                                          " modules: later imports are not replayed in order"});
       cut = true;
       return;
     }
@@ -392,11 +454,12 @@ struct ImportWalk {
     }
     files_read++;
     bytes_read += text->size();
+    event(ImportEvent::Kind::Module, module, via);
+    depth++;
     // The package a relative import starts from.
     const std::string here =
         f.is_package ? module : module.substr(0, std::min(module.rfind('.'), module.size()));
     for (const ImportStatement& s : module_level_imports(*text)) {
-      const std::string at = where(f.source, s.line);
       std::string base;
       if (s.level > 0) {
         base = here;
@@ -413,27 +476,46 @@ struct ImportWalk {
       } else {
         base = s.module;
       }
-      import_dotted(base, at, depth + 1);
-      // `from m import x`: x is imported as a submodule when m has one.
-      if (!s.names.empty() && base.substr(0, base.find('.')) == top())
-        for (const std::string& n : s.names)
-          if (n != "*" && exists(base + "." + n)) run(base + "." + n, at, depth + 1);
+      import(base, s.names, where(f, s.line));
     }
+    depth--;
+    event(ImportEvent::Kind::ModuleDone, module, via);
   }
+
+  static constexpr size_t kMaxModules = ImportWalker::kMaxModules;
+  static constexpr u64 kMaxBytes = ImportWalker::kMaxBytes;
 };
 
-}  // namespace
+ImportWalker::ImportWalker(const host::Host& host, Resolve resolve,
+                           std::vector<ScanProblem>& problems)
+    : impl_(new Impl{host, std::move(resolve), problems, {}, {}, {}}) {}
+ImportWalker::~ImportWalker() = default;
+void ImportWalker::set_listener(Listener listener) { impl_->listener = std::move(listener); }
+void ImportWalker::import(const std::string& module, const std::vector<std::string>& names,
+                          const std::string& via) {
+  impl_->import(module, names, via);
+}
+bool ImportWalker::started(const std::string& module) const {
+  return impl_->started.count(module) > 0;
+}
+size_t ImportWalker::modules_read() const { return impl_->files_read; }
+bool ImportWalker::cut() const { return impl_->cut; }
 
 std::vector<ImportEvent> import_events(const host::Host& host, const ImportedPackage& pkg,
                                        std::vector<ScanProblem>& problems) {
   if (pkg.kind != ImportKind::Package) return {};
-  ImportWalk walk{host, pkg, problems, {}, {}, {}};
-  walk.run(pkg.import_name, pkg.import_name + "/__init__.py", 0);
-  if (walk.cut)
-    problems.push_back({pkg.path, "import graph of " + pkg.import_name + " followed for " +
-                                      std::to_string(walk.files_read) +
-                                      " modules only; later imports are not replayed in order"});
-  return std::move(walk.events);
+  std::vector<ImportEvent> events;
+  ImportWalker walk(
+      host,
+      [&](const std::string& top) { return top == pkg.import_name ? &pkg : nullptr; },
+      problems);
+  walk.set_listener([&](const ImportEvent& e) {
+    if (e.kind == ImportEvent::Kind::Extension ||
+        (e.kind == ImportEvent::Kind::Package && e.name != pkg.import_name))
+      events.push_back(e);
+  });
+  walk.import(pkg.import_name, {}, pkg.import_name + "/__init__.py");
+  return events;
 }
 
 }  // namespace mld::pyenv

@@ -186,6 +186,7 @@ std::vector<HeaderRow> check_header(const check::CheckReport& r, bool markdown) 
       rows.push_back({"", "described from its layout: " + e.python.probe_error});
     std::string pk;
     for (const pyenv::ImportedPackage& p : e.packages) {
+      if (p.reached_by_imports && p.extension_modules.empty() && p.libraries.empty()) continue;
       pk += (pk.empty() ? "" : " · ") + p.import_name + " " + p.version.value_or("?");
       if (p.import_name == "torch" && r.torch_build.build.known)
         pk +=

@@ -149,7 +149,8 @@ TEST(LayoutVenv, SysPathSuffixAndAuditwheelLibs) {
          "Metadata-Version: 2.1\nName: numpy\nVersion: 1.26.4\n\nlong text\nName: bogus\n");
   t.file(sp + "/numpy-1.26.4.dist-info/INSTALLER", "pip\n");
   t.file(sp + "/numpy-1.26.4.dist-info/RECORD",
-         "numpy/__init__.py,sha256=x,1\nnumpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so,,\n");
+         "numpy/__init__.py,sha256=x,1\nnumpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so,,\n"
+         "numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so,,\n");
   t.file(sp + "/numpy/__init__.py");
   t.extension(sp + "/numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
               "_multiarray_umath");
@@ -841,10 +842,11 @@ TEST(Probe, VersionNumbersAreIntegersThatFitAnInt) {
   EXPECT_EQ(f.version, "3.11.2147483647");
 }
 
-// A package the table does not know: its modules from RECORD, those its
-// __init__.py names first, in the order named; RECORD's odd entries noted;
-// a name that loads nothing listed with the reason, never dropped.
-TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
+// A package the table does not know: its modules as the import system
+// finds them (RECORD or not), those its imports reach where they reach them,
+// then the others; RECORD's odd entries noted; a name that loads nothing
+// listed with the reason, never dropped.
+TEST(ImportPlan, UnknownPackageFromTreeInImportOrder) {
   Tree t;
   t.elf("/usr/bin/python3.11", executable());
   t.file("/usr/lib/python3.11/os.py");
@@ -856,7 +858,7 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
   t.extension(sp + "/pkg/_alpha" + ext, "_alpha");
   t.extension(sp + "/pkg/_zeta" + ext, "_zeta");
   t.extension(sp + "/pkg/ops/_deep" + ext, "_deep");
-  t.extension(sp + "/pkg/_unlisted" + ext, "_unlisted");  // not in RECORD: not replayed
+  t.extension(sp + "/pkg/_unlisted" + ext, "_unlisted");  // not in RECORD: replayed all the same
   t.elf(sp + "/pkg.libs/libgomp-1a2b3c4d.so.1");
   t.file(sp + "/pkg-1.0.dist-info/METADATA", "Name: pkg\nVersion: 1.0\n");
   t.file(sp + "/pkg-1.0.dist-info/top_level.txt", "pkg\n");
@@ -880,7 +882,6 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
 
   const ImportedPackage* pkg = env.find_package("pkg");
   ASSERT_NE(pkg, nullptr);
-  EXPECT_TRUE(pkg->natives_from_record);
   EXPECT_EQ(pkg->distribution, std::optional<std::string>("pkg"));
   ASSERT_EQ(pkg->libraries.size(), 1u);
   EXPECT_EQ(pkg->libraries[0].path, sp + "/pkg.libs/libgomp-1a2b3c4d.so.1");
@@ -888,7 +889,11 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
       << problems_text(env);
   EXPECT_TRUE(has_problem(env, sp + "/pkg-1.0.dist-info/RECORD", "/etc/evil.so"));
   EXPECT_TRUE(has_problem(env, sp + "/pkg-1.0.dist-info/RECORD", "outside.so"));
-  EXPECT_TRUE(has_problem(env, sp + "/norec-2.0.dist-info", "no RECORD"));
+  EXPECT_TRUE(has_problem(env, sp + "/pkg/_unlisted" + ext,
+                          "extension module pkg._unlisted is not in pkg's RECORD"))
+      << problems_text(env);
+  ASSERT_NE(env.find_package("norec"), nullptr);
+  EXPECT_EQ(env.find_package("norec")->extension_modules.size(), 1u);
   // The runtime it vendors puts it in check's default import set.
   const Distribution* d = env.find_distribution("pkg");
   ASSERT_NE(d, nullptr);
@@ -903,7 +908,7 @@ TEST(ImportPlan, UnknownPackageFromRecordInPlausibleOrder) {
     EXPECT_EQ(s.source, StepSource::Inferred) << s.module;
   }
   EXPECT_EQ(modules, (std::vector<std::string>{"pkg._zeta", "pkg._core", "pkg._alpha",
-                                               "pkg.ops._deep", "norec._n"}));
+                                               "pkg._unlisted", "pkg.ops._deep", "norec._n"}));
   EXPECT_EQ(plan.steps[0].note, "inferred: imported at pkg/__init__.py:2");
   EXPECT_EQ(plan.steps[1].note, "inferred: imported at pkg/__init__.py:3");
   EXPECT_NE(plan.steps[2].note.find("no module-level import reaches it"), std::string::npos);
@@ -1060,7 +1065,8 @@ TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
   ASSERT_NE(app, nullptr);
   ASSERT_NE(env.find_package("dep"), nullptr) << problems_text(env);
   std::vector<std::string> events;
-  for (const ImportEvent& e : app->import_events)
+  std::vector<ScanProblem> walk_problems;
+  for (const ImportEvent& e : import_events(h, *app, walk_problems))
     events.push_back((e.kind == ImportEvent::Kind::Package ? "package " : "module ") + e.name +
                      " at " + e.via);
   EXPECT_EQ(events,
@@ -1077,6 +1083,149 @@ TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
   EXPECT_EQ(plan.steps[1].import_name, "app");
   EXPECT_NE(plan.steps[3].note.find("no module-level import reaches it"), std::string::npos);
   EXPECT_TRUE(plan.unresolved.empty());
+}
+
+// The import system across packages (issue 32): `from dep.sparse import m`
+// enters dep, then dep.sparse, whose own imports reach a package no
+// distribution names; a namespace package split over two sys.path entries
+// (one added by a .pth file); an extension module before a .py of the same
+// name, as FileFinder orders them; an extension for another Python skipped.
+// Packages reached only through imports are examined, and only the modules
+// the imports reach are replayed for them.
+TEST(ImportSystem, FollowsImportsIntoOtherPackagesAsPythonDoes) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/extra.pth", "/opt/extra\n");
+  t.file(sp + "/app/__init__.py",
+         "from app import _both\nfrom dep.sparse import m\nimport nsp.part\nfrom . import _old\n"
+         "import os\n");
+  t.extension(sp + "/app/_both" + ext, "_both");
+  t.file(sp + "/app/_both.py", "import never_this\n");
+  t.extension(sp + "/app/_old.cpython-310-x86_64-linux-gnu.so", "_old");
+  t.file(sp + "/app-1.0.dist-info/METADATA", "Name: app\nVersion: 1.0\n");
+  t.file(sp + "/dep/__init__.py", "from . import _core\n");
+  t.extension(sp + "/dep/_core" + ext, "_core");
+  t.extension(sp + "/dep/_unused" + ext, "_unused");
+  t.file(sp + "/dep/sparse/__init__.py", "from ._sp import x\nimport deeper\n");
+  t.extension(sp + "/dep/sparse/_sp" + ext, "_sp");
+  t.file(sp + "/deeper/__init__.py", "from deeper import _d\n");
+  t.extension(sp + "/deeper/_d" + ext, "_d");
+  t.file(sp + "/nsp/part.py", "import nsp._nat\n");
+  t.extension("/opt/extra/nsp/_nat" + ext, "_nat");
+
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"app"};
+  Environment env = scan_environment(h, opts);
+  for (const char* name : {"dep", "deeper", "nsp"}) {
+    const ImportedPackage* p = env.find_package(name);
+    ASSERT_NE(p, nullptr) << name << "\n" << problems_text(env);
+    EXPECT_TRUE(p->reached_by_imports) << name;
+  }
+  EXPECT_EQ(env.find_package("nsp")->kind, ImportKind::Namespace);
+  EXPECT_FALSE(env.find_package("app")->reached_by_imports);
+  EXPECT_EQ(env.find_package("os"), nullptr);  // the standard library is not followed
+
+  ImportPlan plan = plan_imports(env, h, {"app"});
+  std::vector<std::string> modules;
+  for (const ImportStep& s : plan.steps) modules.push_back(s.module + " by " + s.triggered_by);
+  EXPECT_EQ(modules, (std::vector<std::string>{"app._both by app", "dep._core by dep",
+                                               "dep.sparse._sp by dep", "deeper._d by deeper",
+                                               "nsp._nat by nsp"}))
+      << ::testing::PrintToString(modules);
+  ASSERT_EQ(plan.steps.size(), 5u);
+  EXPECT_EQ(plan.steps[2].note, "inferred: imported at dep/sparse/__init__.py:1");
+  EXPECT_EQ(plan.steps[3].note, "inferred: imported at deeper/__init__.py:1");
+  EXPECT_EQ(plan.steps[4].path, "/opt/extra/nsp/_nat" + ext);
+  for (const ImportStep& s : plan.steps) EXPECT_EQ(s.import_name, "app");
+}
+
+// The table adds what no import statement shows, around the walk's loads:
+// torch's ctypes load right before torch._C wherever the walk reaches it,
+// numpy after torch._C's PyInit; numba's threading layer only at first use,
+// even when a module-level import names it.
+TEST(ImportSystem, TableStepsAnchoredToTheWalk) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/torch/__init__.py", "from torch import _utils\nfrom torch._C import *\n");
+  t.file(sp + "/torch/_utils.py", "from torch import _first\n");
+  t.extension(sp + "/torch/_first" + ext, "_first");
+  t.extension(sp + "/torch/_C" + ext, "_C");
+  t.elf(sp + "/torch/lib/libtorch_global_deps.so");
+  t.file(sp + "/numpy/__init__.py", "from numpy.core import _multiarray_umath\n");
+  t.extension(sp + "/numpy/core/_multiarray_umath" + ext, "_multiarray_umath");
+  t.file(sp + "/numba/__init__.py", "import numba.np.ufunc.omppool\nfrom numba import _helperlib\n");
+  t.extension(sp + "/numba/_helperlib" + ext, "_helperlib");
+  t.extension(sp + "/numba/np/ufunc/omppool" + ext, "omppool");
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"torch", "numba", "numpy"};  // numpy: a table import, not a statement
+  Environment env = scan_environment(h, opts);
+  ImportPlan plan = plan_imports(env, h, {"torch", "numba"});
+  std::vector<std::string> steps;
+  for (const ImportStep& s : plan.steps)
+    steps.push_back((s.module.empty() ? std::string(base_name(s.path)) : s.module) +
+                    (s.when == LoadTime::AtImport ? "" : " (first parallel call)"));
+  EXPECT_EQ(steps, (std::vector<std::string>{"torch._first", "libtorch_global_deps.so", "torch._C",
+                                             "numpy.core._multiarray_umath", "numba._helperlib",
+                                             "libtbb.so.12 (first parallel call)",
+                                             "numba.np.ufunc.omppool (first parallel call)"}))
+      << ::testing::PrintToString(steps);
+}
+
+// A RECORD that leaves out the extension module (an in-place build) and
+// lists paths that climb out with "..", an absolute path and a file that is
+// not there: the module is replayed all the same, each entry is named, and
+// nothing is read through ".." (the FIFO it names would be refused, or
+// would block, if it were opened).
+TEST(ImportSystem, RecordOmissionsAndEscapesNamedNeverFollowed) {
+  alarm(20);
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/inplace/__init__.py", "from ._omp import f\n");
+  t.extension(sp + "/inplace/_omp" + ext, "_omp");
+  t.elf(sp + "/inplace.libs/libgomp-0a1b2c3d.so.1");
+  t.file(sp + "/inplace-0.1.dist-info/METADATA", "Name: inplace\nVersion: 0.1\n");
+  t.file(sp + "/inplace-0.1.dist-info/RECORD",
+         "inplace/__init__.py,,\ninplace/gone.py,,\ninplace/../../escape.so,,\n"
+         "../../../../etc/libgomp.so.1,,\n/abs/lib.so,,\ninplace.libs/libgomp-0a1b2c3d.so.1,,\n");
+  t.dir("/usr/lib/python3.11");
+  ASSERT_EQ(mkfifo(t.at("/usr/lib/python3.11/escape.so").c_str(), 0644), 0);
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"inplace"};
+  Environment env = scan_environment(h, opts);
+  const std::string record = sp + "/inplace-0.1.dist-info/RECORD";
+  EXPECT_TRUE(has_problem(env, sp + "/inplace/_omp" + ext,
+                          "extension module inplace._omp is not in inplace's RECORD"))
+      << problems_text(env);
+  EXPECT_TRUE(has_problem(env, sp + "/inplace/gone.py", "listed in inplace's RECORD but missing"));
+  EXPECT_TRUE(has_problem(env, record,
+                          "lists inplace/../../escape.so, a path with \"..\" (/usr/lib/python3.11/escape.so)"));
+  EXPECT_TRUE(has_problem(env, record, "lists ../../../../etc/libgomp.so.1, a path with \"..\""));
+  EXPECT_TRUE(has_problem(env, record, "lists /abs/lib.so, an absolute path"));
+  for (const host::RefusedFile& f : h.refused_files())
+    EXPECT_EQ(f.path.find("escape"), std::string::npos) << f.path;
+  ImportPlan plan = plan_imports(env, h, {"inplace"});
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].module, "inplace._omp");
+  EXPECT_EQ(plan.steps[0].note, "inferred: imported at inplace/__init__.py:1");
+  ASSERT_NE(env.find_package("inplace"), nullptr);
+  EXPECT_EQ(paths_of(env.find_package("inplace")->libraries),
+            std::vector<std::string>{sp + "/inplace.libs/libgomp-0a1b2c3d.so.1"});
+  alarm(0);
 }
 
 // ─── pyenv shims (interpreter.cc) ───────────────────────────────────────────

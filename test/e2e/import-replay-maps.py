@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+# labels: slow scenario
+"""The import replay of `mldoctor check --import SET` against the native
+objects a real `import SET` maps, on this machine's /usr/bin/python3 and in
+every Debian test root (bullseye, trixie, sid), for every package of the
+interpreter's dist-packages that holds native code and for mixed sets
+(torch+cv2, cv2+torch, sklearn+torch, numba+torch, all of them) (issue 32).
+
+Oracle: the interpreter imports SET for real and reads /proc/self/maps: every
+regular ELF file mapped, identified by (st_dev, st_ino) so that symlinks and
+the several names of one file are one object. CPython's own objects are taken
+out by a second oracle, not by a model: a fresh interpreter that imports only
+the lib-dynload modules the first process mapped (ssl, ctypes, decimal...) and
+reads its own maps; what it maps (the interpreter, its libraries, the stdlib's
+modules and their DT_NEEDED) is CPython's, the rest is what SET brought.
+
+Prediction: `mldoctor check --root ROOT --python /usr/bin/python3 --import SET
+--json`, imports.objects (every replayed dlopen with its DT_NEEDED closure as
+the loader model computes it), stat'ed inside the same chroot, after the real
+import, by the same process. Objects marked "first parallel call" (numba's
+threading layer) are loaded at first use, not at import: they never count
+against precision and a plain import is not expected to map them.
+
+Assertions: recall is 100% for every set (every object the real import maps
+outside CPython's own is predicted); each set's precision is printed, with
+the objects predicted but not mapped. A package whose real import fails in a
+root (a missing optional dependency) is reported and not counted; at least
+the six named packages must be checkable in every target.
+
+The second half makes a package whose RECORD does not list its extension
+module (a small C extension linking libgomp, built with the target's gcc,
+installed beside a second libgomp copy as `build_ext --inplace` or a hand
+copy leaves it): the real import maps both OpenMP runtimes, the replay must
+predict the module and both copies, and OMP001 must name both.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+import roots  # noqa: E402
+from mldtest import MLDOCTOR, check, clean_env, fail, finish, scratch  # noqa: E402
+
+NAMED = ["torch", "numpy", "scipy", "sklearn", "cv2", "numba"]
+MIXED = [["torch", "cv2"], ["cv2", "torch"], ["sklearn", "torch"], ["numba", "torch"]]
+SITE = "/usr/lib/python3/dist-packages"
+
+# Runs inside the target: imports argv[1] (comma-separated) in order, then
+# prints what is mapped and stats the predicted paths read from stdin.
+REAL = r'''
+import importlib, json, os, sys
+names = [n for n in sys.argv[1].split(",") if n]
+errors = {}
+for n in names:
+    try:
+        importlib.import_module(n)
+    except BaseException as e:
+        errors[n] = "%s: %s" % (type(e).__name__, e)
+        break
+def ident(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return "%d:%d" % (st.st_dev, st.st_ino)
+def elf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+mapped, dynload = {}, set()
+with open("/proc/self/maps") as f:
+    for line in f:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        p = parts[5].rstrip("\n")
+        if p.endswith(" (deleted)") or not os.path.isfile(p) or not elf(p):
+            continue
+        i = ident(p)
+        mapped.setdefault(i, os.path.realpath(p))
+        if "/lib-dynload/" in p:
+            dynload.add(os.path.basename(p).split(".")[0])
+want = json.loads(sys.stdin.read() or "[]")
+print(json.dumps({"errors": errors, "mapped": mapped, "dynload": sorted(dynload),
+                  "predicted": {p: ident(p) for p in want}}))
+'''
+
+
+class Target:
+    """This machine's /usr/bin/python3 (root None) or a test root's."""
+
+    def __init__(self, name, root):
+        self.name, self.root = name, root
+
+    def python(self, program, args=(), stdin=""):
+        argv = ["/usr/bin/python3", "-c", program] + list(args)
+        if self.root is None:
+            return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600,
+                                  env=clean_env(), cwd="/tmp")
+        return roots.run(self.root, argv, input=stdin, timeout=600)
+
+    def site(self):
+        return os.path.join(self.root or "/", SITE.lstrip("/"))
+
+    def check(self, names, extra=(), env=None):
+        argv = [MLDOCTOR, "check", "--python", "/usr/bin/python3", "--import", ",".join(names),
+                "--json"]
+        if self.root is not None:
+            argv[2:2] = ["--root", self.root]
+        p = subprocess.run(argv + list(extra), capture_output=True, text=True, timeout=300,
+                           env=clean_env(**(env or {})))
+        try:
+            return json.loads(p.stdout)
+        except ValueError:
+            fail("%s: check --import %s: exit %d, no JSON\n%s"
+                 % (self.name, ",".join(names), p.returncode, p.stderr[-2000:]))
+            return None
+
+
+def native_packages(target):
+    """Top-level importable names of the target's dist-packages holding native
+    code: packages with a .so anywhere below, and extension modules."""
+    site, out = target.site(), []
+    for n in sorted(os.listdir(site)):
+        d = os.path.join(site, n)
+        if os.path.isdir(d) and os.path.isfile(os.path.join(d, "__init__.py")):
+            if any(f.endswith(".so") or ".so." in f for _, _, fs in os.walk(d) for f in fs):
+                out.append(n)
+        elif n.endswith(".so") and "." not in n.split(".")[0] and os.path.isfile(d):
+            out.append(n.split(".")[0])
+    return sorted(set(out))
+
+
+_baselines = {}
+
+
+def cpython_own(target, dynload):
+    """Objects CPython maps by itself with these lib-dynload modules imported."""
+    key = (target.name, tuple(dynload))
+    if key not in _baselines:
+        p = target.python(REAL, [",".join(dynload)])
+        doc = json.loads(p.stdout) if p.returncode == 0 else None
+        if doc is None or doc["errors"]:
+            fail("%s: the baseline import of %s failed: %s%s"
+                 % (target.name, dynload, p.stderr[-1500:], doc and doc["errors"]))
+            return None
+        _baselines[key] = set(doc["mapped"])
+    return _baselines[key]
+
+
+results = []  # (target, set, real, hit, predicted, precise)
+
+
+def compare(target, names, quiet_failure=False):
+    """Returns False when the real import of `names` fails in the target."""
+    doc = target.check(names)
+    if doc is None:
+        return True
+    objects = doc["imports"]["objects"]
+    lazy = {o["path"] for o in objects if "first parallel call" in o.get("loaded_by", "")}
+    prog = {o["path"] for o in objects if o.get("loaded_by", "").startswith("the interpreter")}
+    paths = sorted({o["path"] for o in objects})
+    p = target.python(REAL, [",".join(names)], stdin=json.dumps(paths))
+    if p.returncode != 0:
+        fail("%s: the real import of %s exited %d\n%s" % (target.name, names, p.returncode,
+                                                          p.stderr[-2000:]))
+        return True
+    real = json.loads(p.stdout)
+    if real["errors"]:
+        if not quiet_failure:
+            fail("%s: the real import of %s failed: %s" % (target.name, names, real["errors"]))
+        return False
+    own = cpython_own(target, real["dynload"])
+    if own is None:
+        return True
+    brought = {i: path for i, path in real["mapped"].items() if i not in own}
+    pred = {}
+    for path, i in real["predicted"].items():
+        if i is not None and path not in prog:
+            pred.setdefault(i, path)
+    eager = {i for i, path in pred.items()
+             if path not in lazy and i not in own and i not in {real["predicted"].get(l) for l in lazy}}
+    missed = sorted(path for i, path in brought.items() if i not in pred)
+    hit = len(brought) - len(missed)
+    unmapped = sorted(pred[i] for i in eager if i not in real["mapped"])
+    results.append((target.name, "+".join(names), len(brought), hit, len(eager),
+                    len(eager) - len(unmapped)))
+    print("%s: import %s: recall %d/%d, precision %d/%d"
+          % (target.name, ",".join(names), hit, len(brought), len(eager) - len(unmapped),
+             len(eager)))
+    for u in unmapped[:8]:
+        print("    predicted, not mapped: %s" % u)
+    if not check(not missed, "%s: import %s maps %d objects check --import does not predict:\n    %s"
+                 % (target.name, ",".join(names), len(missed), "\n    ".join(missed))):
+        steps = doc["imports"]["steps"]
+        print("  replay steps:\n    " + "\n    ".join(
+            "%s %s" % (s.get("module") or "(library)", s.get("path")) for s in steps))
+    return True
+
+
+def run_target(target):
+    t0 = time.monotonic()
+    pkgs = native_packages(target)
+    check(all(n in pkgs for n in NAMED), "%s: native packages %s lack some of %s"
+          % (target.name, pkgs, NAMED))
+    importable = []
+    for n in pkgs:
+        if compare(target, [n], quiet_failure=n not in NAMED):
+            importable.append(n)
+        else:
+            print("%s: import %s fails here; not an oracle" % (target.name, n))
+    for s in MIXED + [[n for n in NAMED if n in importable]]:
+        compare(target, s)
+    print("%s: %d packages, %.0f s" % (target.name, len(importable), time.monotonic() - t0))
+
+
+targets = [Target("bookworm (this machine)", None)]
+for suite in roots.SUITES:
+    targets.append(Target(suite, roots.root(suite)))
+only = os.environ.get("MLD_REPLAY_TARGETS")
+for t in targets:
+    if only and t.name.split()[0] not in only.split(","):
+        continue
+    run_target(t)
+
+total = sum(r[2] for r in results)
+hit = sum(r[3] for r in results)
+pred = sum(r[4] for r in results)
+precise = sum(r[5] for r in results)
+print("all: recall %d/%d, precision %d/%d over %d import sets" % (hit, total, precise, pred,
+                                                                   len(results)))
+finish("import-replay-maps")
