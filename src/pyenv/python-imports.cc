@@ -26,6 +26,7 @@
 #include <cctype>
 #include <set>
 
+#include "elf/elf.h"
 #include "pyenv/pyenv.h"
 
 namespace mld::pyenv {
@@ -435,6 +436,7 @@ struct ImportWalker::Impl {
     if (f.extension) {
       // dlopen, then PyInit runs (its own imports happen there).
       event(ImportEvent::Kind::Extension, module, via);
+      pyinit_imports(module, *f.extension);
       event(ImportEvent::Kind::ModuleDone, module, via);
       return;
     }
@@ -480,6 +482,42 @@ struct ImportWalker::Impl {
     }
     depth--;
     event(ImportEvent::Kind::ModuleDone, module, via);
+  }
+
+  // An extension module's PyInit imports from C what no statement shows:
+  // Cython's cimport of another Cython module (scipy.linalg.cython_blas),
+  // PyImport_ImportModule("apt_pkg"). Their names are NUL-terminated strings
+  // of its .rodata; each one that names a module the import system finds
+  // (outside the standard library) is imported here, in the order the
+  // strings lie. A string that only looks like a module name adds a load the
+  // job may not do: more, never fewer.
+  void pyinit_imports(const std::string& module, const NativeFile& ext) {
+    std::vector<std::string> names;
+    try {
+      elf::ElfFile e = elf::ElfFile::parse(host.open_sparse(ext.path));
+      std::optional<ByteView> ro = e.progbits_section(".rodata");
+      if (!ro || ro->size() > (u64{256} << 20)) return;
+      std::string_view text(reinterpret_cast<const char*>(ro->data()), ro->size());
+      std::set<std::string_view> seen;
+      for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\0', at);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view str = text.substr(at, end - at);
+        at = end + 1;
+        if (str.size() < 2 || str.size() > 200 || str == module || !dotted_name(str) ||
+            !seen.insert(str).second)
+          continue;
+        const std::string name(str);
+        if (started.count(name) || !resolve(name.substr(0, name.find('.')))) continue;
+        if (exists(name)) names.push_back(name);
+      }
+    } catch (const ParseError&) {
+      return;  // the package scan names a damaged module
+    } catch (const IoError&) {
+      return;
+    }
+    const std::string via = "PyInit of " + module;
+    for (const std::string& n : names) import(n, {}, via);
   }
 
   static constexpr size_t kMaxModules = ImportWalker::kMaxModules;
