@@ -125,6 +125,10 @@ struct PackageScanner {
       } else if (name.ends_with(".abi3.so")) {
         stem = name.substr(0, name.size() - 8);
         named_extension = true;
+      } else if (std::string abi3 = multiarch_abi3_suffix();
+                 !abi3.empty() && name.ends_with(abi3)) {
+        stem = name.substr(0, name.size() - abi3.size());
+        named_extension = true;
       }
     }
     auto module_name = [&](const std::string& s) {
@@ -262,10 +266,24 @@ struct PackageScanner {
     listings.erase(dir);
   }
 
+  // Debian's newer interpreters also import the stable ABI with the multiarch tag
+  // of their EXT_SUFFIX (".abi3-x86_64-linux-gnu.so", sid's psutil): from
+  // ".cpython-314-x86_64-linux-gnu.so", the tag after the version.
+  std::string multiarch_abi3_suffix() const {
+    // Seen in 3.13 (trixie) and 3.14 (sid); bookworm's 3.11 has no such suffix.
+    if (py.major == 3 && py.minor < 13 && py.minor != 0) return "";
+    const std::string& e = py.ext_suffix;
+    if (!e.starts_with(".cpython-") || !e.ends_with("-linux-gnu.so")) return "";
+    size_t dash = e.find('-', 9);
+    if (dash == std::string::npos) return "";
+    return ".abi3" + e.substr(dash);
+  }
+
   std::vector<std::string> module_suffixes() const {
     std::vector<std::string> s;
     if (!py.ext_suffix.empty()) s.push_back(py.ext_suffix);
     s.push_back(".abi3.so");
+    if (std::string abi3 = multiarch_abi3_suffix(); !abi3.empty()) s.push_back(abi3);
     s.push_back(".so");
     s.push_back(".py");
     s.push_back(".pyc");
