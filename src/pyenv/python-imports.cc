@@ -24,6 +24,7 @@
 // backslash-continued lines, and `;`-separated statements.
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "elf/elf.h"
@@ -487,29 +488,56 @@ struct ImportWalker::Impl {
   // An extension module's PyInit imports from C what no statement shows:
   // Cython's cimport of another Cython module (scipy.linalg.cython_blas),
   // PyImport_ImportModule("apt_pkg"). Their names are NUL-terminated strings
-  // of its .rodata; each one that names a module the import system finds
-  // (outside the standard library) is imported here, in the order the
-  // strings lie. A string that only looks like a module name adds a load the
-  // job may not do: more, never fewer.
+  // of its .rodata, but so are the names a module imports later, when one of
+  // its functions is first called (numba._helperlib looks up
+  // scipy.linalg.cython_lapack only when a LAPACK routine runs: a real
+  // `import numba` never maps scipy.linalg, and importing it at _helperlib's
+  // load puts every later numba module out of the real dlopen order). So a
+  // string counts only with evidence that module initialisation uses it:
+  //  - a Cython module (its init names "cython_runtime") imports its cimported
+  //    modules, by these C strings, while its module body runs;
+  //  - otherwise (x86-64) the string is the target of a RIP-relative `lea` in
+  //    PyInit_<name>'s own code, bounded by the symbol's size (apt_inst's
+  //    PyInit loads "apt_pkg", _dbus_glib_bindings' "_dbus_bindings");
+  //  - on other machines, where this code is not read, every such string
+  //    counts (more, never fewer).
+  // Each one that names a module the import system finds (outside the
+  // standard library) is imported here, in the order the code or the strings
+  // name them.
   void pyinit_imports(const std::string& module, const NativeFile& ext) {
     std::vector<std::string> names;
     try {
       elf::ElfFile e = elf::ElfFile::parse(host.open_sparse(ext.path));
-      std::optional<ByteView> ro = e.progbits_section(".rodata");
-      if (!ro || ro->size() > (u64{256} << 20)) return;
-      std::string_view text(reinterpret_cast<const char*>(ro->data()), ro->size());
-      std::set<std::string_view> seen;
+      std::optional<elf::FileRange> at_ro = e.progbits_range(".rodata");
+      if (!at_ro || at_ro->size > (u64{256} << 20)) return;
+      ByteView ro = e.source().range(at_ro->offset, at_ro->size, ".rodata");
+      std::string_view text(reinterpret_cast<const char*>(ro.data()), ro.size());
+      bool cython = false;
+      std::map<u64, std::string> candidates;  // file offset of the string -> name
+      std::map<std::string_view, bool> judged;  // a name found by the import system?
       for (size_t at = 0; at < text.size();) {
         size_t end = text.find('\0', at);
         if (end == std::string_view::npos) end = text.size();
         std::string_view str = text.substr(at, end - at);
+        const u64 offset = at_ro->offset + at;
         at = end + 1;
-        if (str.size() < 2 || str.size() > 200 || str == module || !dotted_name(str) ||
-            !seen.insert(str).second)
-          continue;
-        const std::string name(str);
-        if (started.count(name) || !resolve(name.substr(0, name.find('.')))) continue;
-        if (exists(name)) names.push_back(name);
+        cython |= str == "cython_runtime";
+        if (str.size() < 2 || str.size() > 200 || str == module || !dotted_name(str)) continue;
+        auto [it, fresh] = judged.emplace(str, false);
+        if (fresh) {
+          const std::string name(str);
+          it->second = !started.count(name) && resolve(name.substr(0, name.find('.'))) &&
+                       exists(name);
+        }
+        if (it->second) candidates.emplace(offset, std::string(str));
+      }
+      if (candidates.empty()) return;
+      if (cython || e.e_machine() != elf::EM_X86_64) {
+        std::set<std::string> taken;
+        for (const auto& [offset, name] : candidates)
+          if (taken.insert(name).second) names.push_back(name);
+      } else {
+        names = pyinit_references(e, module, candidates);
       }
     } catch (const ParseError&) {
       return;  // the package scan names a damaged module
@@ -518,6 +546,36 @@ struct ImportWalker::Impl {
     }
     const std::string via = "PyInit of " + module;
     for (const std::string& n : names) import(n, {}, via);
+  }
+
+  // The candidates that PyInit_<last part of module>'s code addresses with
+  // `lea reg, [rip + disp32]` (REX.W 8D, ModRM mod 00 r/m 101), in code order.
+  std::vector<std::string> pyinit_references(const elf::ElfFile& e, const std::string& module,
+                                             const std::map<u64, std::string>& candidates) {
+    const std::string want = "PyInit_" + module.substr(module.rfind('.') + 1);
+    std::vector<std::string> out;
+    for (const elf::DynamicSymbol& s : e.dynamic_symbols()) {
+      if (!s.defined() || s.name != want || s.size == 0 || s.size > (u64{1} << 20)) continue;
+      std::optional<u64> code_at = e.vaddr_to_offset(s.value);
+      if (!code_at || *code_at + s.size > e.source().size()) return out;
+      ByteView code = e.source().range(*code_at, s.size, "PyInit code");
+      std::set<std::string> taken;
+      for (u64 i = 0; i + 7 <= code.size(); i++) {
+        const u8 rex = code.data()[i];
+        if ((rex & 0xF8) != 0x48 || code.data()[i + 1] != 0x8D ||
+            (code.data()[i + 2] & 0xC7) != 0x05)
+          continue;
+        u32 disp = 0;
+        for (int b = 0; b < 4; b++) disp |= u32{code.data()[i + 3 + b]} << (8 * b);
+        const u64 target = s.value + i + 7 + static_cast<u64>(static_cast<i64>(static_cast<int32_t>(disp)));
+        std::optional<u64> target_at = e.vaddr_to_offset(target);
+        if (!target_at) continue;
+        auto it = candidates.find(*target_at);
+        if (it != candidates.end() && taken.insert(it->second).second) out.push_back(it->second);
+      }
+      return out;
+    }
+    return out;
   }
 
   static constexpr size_t kMaxModules = ImportWalker::kMaxModules;
