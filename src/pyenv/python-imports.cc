@@ -425,8 +425,41 @@ struct ImportWalker::Impl {
     import_dotted(module, via);
     // `from m import x`: x is imported as a submodule when m has one.
     for (const std::string& n : names)
-      if (n != "*" && !started.count(module + "." + n) && exists(module + "." + n))
+      if (n == "*")
+        star_submodules(module, via);
+      else if (!started.count(module + "." + n) && exists(module + "." + n))
         run(module + "." + n, via);
+  }
+
+  // `from pkg import *`: importlib's _handle_fromlist imports every name of
+  // pkg.__all__ that is not yet an attribute as the submodule pkg.name. An
+  // `__all__` is often computed (numpy 2 builds it from a set that names
+  // "f2py", "ctypeslib", "polynomial", and scipy's array_api_compat does
+  // `from numpy import *`, which is how sklearn reaches numpy.f2py and its
+  // charset_normalizer), so every quoted identifier of a package __init__
+  // that defines __all__ and names one of its submodules is imported, in the
+  // order they appear: a name that never reaches __all__ adds a load too many,
+  // never one too few.
+  void star_submodules(const std::string& module, const std::string& via) {
+    Found f = find(module);
+    if (!f.pkg || !f.is_package || f.source.empty()) return;
+    std::optional<std::string> text = host.read_file(f.source, 8u << 20, nullptr);
+    if (!text || text->find("__all__") == std::string::npos) return;
+    const std::string& t = *text;
+    std::set<std::string> tried;
+    for (size_t i = 0; i < t.size(); i++) {
+      const char q = t[i];
+      if (q != '"' && q != '\'') continue;
+      size_t end = i + 1;
+      while (end < t.size() && ident_char(t[end])) end++;
+      if (end >= t.size() || t[end] != q || end == i + 1) continue;
+      const std::string name = t.substr(i + 1, end - i - 1);
+      i = end;
+      if (std::isdigit(static_cast<unsigned char>(name[0])) || !tried.insert(name).second)
+        continue;
+      const std::string sub = module + "." + name;
+      if (!started.count(sub) && exists(sub)) run(sub, via);
+    }
   }
 
   void run(const std::string& module, const std::string& via) {

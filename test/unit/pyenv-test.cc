@@ -1145,6 +1145,40 @@ TEST(ImportSystem, FollowsImportsIntoOtherPackagesAsPythonDoes) {
   for (const ImportStep& s : plan.steps) EXPECT_EQ(s.import_name, "app");
 }
 
+// `from pkg import *` imports the submodules pkg.__all__ names, as
+// importlib's _handle_fromlist does, even when __all__ is computed (numpy 2's
+// is a set union naming "f2py": sklearn reaches charset_normalizer that way);
+// a package without __all__ imports no submodule by `*`.
+TEST(ImportSystem, StarImportLoadsTheSubmodulesAllNames) {
+  Tree t;
+  t.elf("/usr/bin/python3.11", executable());
+  t.file("/usr/lib/python3.11/os.py");
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  t.file(sp + "/app/__init__.py", "from lib import *\nfrom plain import *\n");
+  t.file(sp + "/lib/__init__.py",
+         "_subs = {'tool', \"other\"}\n__all__ = list(_subs | set(['x']))\n");
+  t.file(sp + "/lib/tool/__init__.py", "import helper\n");
+  t.extension(sp + "/lib/_never" + ext, "_never");
+  t.extension(sp + "/lib/other" + ext, "other");
+  t.file(sp + "/helper/__init__.py", "from . import _h\n");
+  t.extension(sp + "/helper/_h" + ext, "_h");
+  t.file(sp + "/plain/__init__.py", "x = 1\n");
+  t.extension(sp + "/plain/_not_star" + ext, "_not_star");
+
+  host::Host h(t.root(), {});
+  ScanOptions opts;
+  opts.python = "/usr/bin/python3.11";
+  opts.packages = {"app"};
+  Environment env = scan_environment(h, opts);
+  ImportPlan plan = plan_imports(env, h, {"app"});
+  std::vector<std::string> modules;
+  for (const ImportStep& s : plan.steps)
+    if (s.when == LoadTime::AtImport) modules.push_back(s.module);
+  EXPECT_EQ(modules, (std::vector<std::string>{"helper._h", "lib.other"}))
+      << ::testing::PrintToString(modules);
+}
+
 // The table adds what no import statement shows, around the walk's loads:
 // torch's ctypes load right before torch._C wherever the walk reaches it,
 // numpy after torch._C's PyInit; numba's threading layer only at first use,
