@@ -85,9 +85,39 @@ with open("/proc/self/maps") as f:
         mapped.setdefault(i, os.path.realpath(p))
         if "/lib-dynload/" in p:
             dynload.add(os.path.basename(p).split(".")[0])
+# glibc's own account of each load (LD_DEBUG=files, written to
+# LD_DEBUG_OUTPUT.PID): "file=NAME [ns];  needed by CALLER" or "...;
+# dynamically loaded by CALLER". NAME is what was asked for (a path, or a
+# DT_NEEDED / dlopen name found in a directory the loader searched).
+import glob, re
+loads = {}
+tag = sys.argv[2] if len(sys.argv) > 2 else ""
+if tag:
+    dirs = {os.path.dirname(p) for p in mapped.values()} | {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib"}
+    def named(name):
+        if "/" in name:
+            return ident(name)
+        for d in sorted(dirs):
+            i = ident(os.path.join(d, name))
+            if i in mapped:
+                return i
+        return None
+    try:
+        with open("%s.%d" % (tag, os.getpid())) as f:
+            for line in f:
+                m = re.search(r"file=(\S+) \[\d+\];\s+(needed by|dynamically loaded by) (\S+)", line)
+                if not m:
+                    continue
+                i = named(m.group(1))
+                if i is not None and i not in loads:
+                    loads[i] = ["needed" if m.group(2) == "needed by" else "dlopen",
+                                named(m.group(3)), m.group(3), m.group(1)]
+    finally:
+        for p in glob.glob(tag + ".*"):
+            os.unlink(p)
 want = json.loads(sys.stdin.read() or "[]")
 print(json.dumps({"errors": errors, "mapped": mapped, "dynload": sorted(dynload),
-                  "predicted": {p: ident(p) for p in want}}))
+                  "loads": loads, "interpreter": ident(sys.executable), "predicted": {p: ident(p) for p in want}}))
 '''
 
 
@@ -97,12 +127,15 @@ class Target:
     def __init__(self, name, root):
         self.name, self.root = name, root
 
-    def python(self, program, args=(), stdin=""):
+    def python(self, program, args=(), stdin="", env=None):
         argv = ["/usr/bin/python3", "-c", program] + list(args)
         if self.root is None:
             return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600,
-                                  env=clean_env(), cwd="/tmp")
-        return roots.run(self.root, argv, input=stdin, timeout=600)
+                                  env=clean_env(**(env or {})), cwd="/tmp")
+        return roots.run(self.root, argv, input=stdin, timeout=600, env=env)
+
+    def host_path(self, path):
+        return path if self.root is None else os.path.join(self.root, path.lstrip("/"))
 
     def site(self):
         return os.path.join(self.root or "/", SITE.lstrip("/"))
@@ -165,7 +198,9 @@ def compare(target, names, quiet_failure=False):
     lazy = {o["path"] for o in objects if "first parallel call" in o.get("loaded_by", "")}
     prog = {o["path"] for o in objects if o.get("loaded_by", "").startswith("the interpreter")}
     paths = sorted({o["path"] for o in objects})
-    p = target.python(REAL, [",".join(names)], stdin=json.dumps(paths))
+    tag = "/tmp/mld-lddebug-%d-%d" % (os.getpid(), len(results))
+    p = target.python(REAL, [",".join(names), tag], stdin=json.dumps(paths),
+                      env={"LD_DEBUG": "files", "LD_DEBUG_OUTPUT": tag})
     if p.returncode != 0:
         fail("%s: the real import of %s exited %d\n%s" % (target.name, names, p.returncode,
                                                           p.stderr[-2000:]))
@@ -185,14 +220,19 @@ def compare(target, names, quiet_failure=False):
             pred.setdefault(i, path)
     eager = {i for i, path in pred.items()
              if path not in lazy and i not in own and i not in {real["predicted"].get(l) for l in lazy}}
-    missed = sorted(path for i, path in brought.items() if i not in pred)
-    hit = len(brought) - len(missed)
+    native = native_loads(target, real, own, brought)
+    driven = {i: path for i, path in brought.items() if i not in native}
+    missed = sorted(path for i, path in driven.items() if i not in pred)
+    hit = len(driven) - len(missed)
     unmapped = sorted(pred[i] for i in eager if i not in real["mapped"])
-    results.append((target.name, "+".join(names), len(brought), hit, len(eager),
-                    len(eager) - len(unmapped)))
-    print("%s: import %s: recall %d/%d, precision %d/%d"
-          % (target.name, ",".join(names), hit, len(brought), len(eager) - len(unmapped),
-             len(eager)))
+    results.append((target.name, "+".join(names), len(driven), hit, len(eager),
+                    len(eager) - len(unmapped), len(native)))
+    print("%s: import %s: recall %d/%d, precision %d/%d, loaded by native code at run time %d"
+          % (target.name, ",".join(names), hit, len(driven), len(eager) - len(unmapped),
+             len(eager), len(native)))
+    for i in sorted(native, key=lambda i: brought[i]):
+        print("    native run-time load: %s (%s)%s" % (brought[i], native[i],
+                                                       "" if i not in pred else ", predicted too"))
     for u in unmapped[:8]:
         print("    predicted, not mapped: %s" % u)
     if not check(not missed, "%s: import %s maps %d objects check --import does not predict:\n    %s"
@@ -201,6 +241,57 @@ def compare(target, names, quiet_failure=False):
         print("  replay steps:\n    " + "\n    ".join(
             "%s %s" % (s.get("module") or "(library)", s.get("path")) for s in steps))
     return True
+
+
+_needed = {}
+
+
+def needed_names(target, path):
+    """DT_NEEDED of a file of the target, read by readelf (binutils)."""
+    if path not in _needed:
+        p = subprocess.run(["readelf", "-dW", target.host_path(path)], capture_output=True,
+                           text=True, timeout=60)
+        _needed[path] = {l.split("[", 1)[1].split("]", 1)[0] for l in p.stdout.splitlines()
+                         if "(NEEDED)" in l and "[" in l}
+    return _needed[path]
+
+
+def native_loads(target, real, own, brought):
+    """The objects of `brought` that native code loaded at run time, by
+    glibc's own account (LD_DEBUG=files): following "needed by" back to the
+    dlopen that brought it in, the caller of that dlopen is a native library
+    other than CPython's import machinery (the interpreter, libpython, a
+    lib-dynload module such as _ctypes: those load what Python code asks
+    for; glibc loading its NSS modules is native code), and no
+    import-driven object lists it in DT_NEEDED. Returns {ident: who loaded it}.
+    An object with no load record stays import-driven."""
+    loads = real["loads"]
+    root_caller = {}
+    for i in brought:
+        seen, at = set(), i
+        while at in loads and at not in seen:
+            seen.add(at)
+            kind, caller, caller_path, _ = loads[at]
+            if kind == "dlopen":
+                if caller is not None and caller != real["interpreter"] and \
+                        not os.path.basename(caller_path).startswith("libpython") and \
+                        "/lib-dynload/" not in caller_path:
+                    root_caller[i] = "dlopen by %s" % caller_path
+                break
+            at = caller
+    if not root_caller:
+        return {}
+    driven = [path for i, path in brought.items() if i not in root_caller]
+    out = {}
+    for i, who in root_caller.items():
+        names = {os.path.basename(brought[i])}
+        if i in loads:
+            names.add(os.path.basename(loads[i][3]))
+        users = [path for path in driven if names & needed_names(target, path)]
+        if users:
+            continue  # an import-driven object needs it: the replay must predict it
+        out[i] = who
+    return out
 
 
 def run_target(target):
@@ -228,10 +319,19 @@ for t in targets:
         continue
     run_target(t)
 
+for name in sorted({r[0] for r in results}):
+    rs = [r for r in results if r[0] == name]
+    print("%s: %d import sets, %d at 100%% recall; recall %d/%d, precision %d/%d; "
+          "%d objects loaded by native code at run time"
+          % (name, len(rs), sum(1 for r in rs if r[3] == r[2]), sum(r[3] for r in rs),
+             sum(r[2] for r in rs), sum(r[5] for r in rs), sum(r[4] for r in rs),
+             sum(r[6] for r in rs)))
 total = sum(r[2] for r in results)
 hit = sum(r[3] for r in results)
 pred = sum(r[4] for r in results)
 precise = sum(r[5] for r in results)
-print("all: recall %d/%d, precision %d/%d over %d import sets" % (hit, total, precise, pred,
-                                                                   len(results)))
+native = sum(r[6] for r in results)
+print("all: recall %d/%d, precision %d/%d over %d import sets; %d objects loaded by native "
+      "code at run time (outside what an import replay predicts)"
+      % (hit, total, precise, pred, len(results), native))
 finish("import-replay-maps")

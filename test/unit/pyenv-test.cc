@@ -1031,15 +1031,47 @@ TEST(PythonImports, BrokenSourceYieldsNothingWrong) {
             (std::vector<std::string>{"a @1", "b @1", "c @2"}));
 }
 
+// A CPython 3.11 tree: the interpreter, a standard library, site-packages.
+struct Python311Tree {
+  Tree t;
+  const std::string sp = "/usr/lib/python3.11/site-packages";
+  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  Python311Tree() {
+    t.elf("/usr/bin/python3.11", executable());
+    t.file("/usr/lib/python3.11/os.py");
+  }
+  // site-packages files: "x/y.py" (or __init__.py) with its source, or
+  // "x/_m" alone: the extension module x/_m<ext>.
+  void site(const std::vector<std::pair<std::string, std::string>>& files) {
+    for (const auto& [rel, source] : files)
+      if (rel.ends_with(".py"))
+        t.file(sp + "/" + rel, source);
+      else
+        t.extension(sp + "/" + rel + ext, rel.substr(rel.rfind('/') + 1));
+  }
+  host::Host host() const { return host::Host(t.root(), {}); }
+  // The scan with `app` named (what it imports is found through it).
+  Environment scan_app(const host::Host& h) const {
+    ScanOptions opts;
+    opts.python = "/usr/bin/python3.11";
+    opts.packages = {"app"};
+    return scan_environment(h, opts);
+  }
+  // The import plan of `import app`.
+  ImportPlan plan_app() const {
+    host::Host h = host();
+    return plan_imports(scan_app(h), h, {"app"});
+  }
+};
+
 // The walk: other packages where they are imported, own extension modules
 // where reached, relative imports resolved from the right package, a cycle
 // ended, a def body not followed; the packages it imports are examined.
 TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
-  Tree t;
-  t.elf("/usr/bin/python3.11", executable());
-  t.file("/usr/lib/python3.11/os.py");
-  const std::string sp = "/usr/lib/python3.11/site-packages";
-  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
+  Python311Tree py;
+  Tree& t = py.t;
+  const std::string& sp = py.sp;
+  const std::string& ext = py.ext;
   t.file(sp + "/dep/__init__.py", "from dep import _native\n");
   t.extension(sp + "/dep/_native" + ext, "_native");
   t.file(sp + "/dep-1.0.dist-info/METADATA", "Name: dep\nVersion: 1.0\n");
@@ -1057,11 +1089,8 @@ TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
   t.file(sp + "/app-2.0.dist-info/top_level.txt", "app\n");
   t.file(sp + "/app-2.0.dist-info/RECORD", "app/__init__.py,,\napp/_first" + ext + ",,\napp/_late" +
                                                ext + ",,\napp/_lazy" + ext + ",,\n");
-  host::Host h(t.root(), {});
-  ScanOptions opts;
-  opts.python = "/usr/bin/python3.11";
-  opts.packages = {"app"};  // dep is found through app's import of it
-  Environment env = scan_environment(h, opts);
+  host::Host h = py.host();
+  Environment env = py.scan_app(h);  // dep is found through app's import of it
   const ImportedPackage* app = env.find_package("app");
   ASSERT_NE(app, nullptr);
   ASSERT_NE(env.find_package("dep"), nullptr) << problems_text(env);
@@ -1094,34 +1123,27 @@ TEST(ImportPlan, ImportWalkOrdersPackagesAndModulesAsPythonRunsThem) {
 // Packages reached only through imports are examined, and only the modules
 // the imports reach are replayed for them.
 TEST(ImportSystem, FollowsImportsIntoOtherPackagesAsPythonDoes) {
-  Tree t;
-  t.elf("/usr/bin/python3.11", executable());
-  t.file("/usr/lib/python3.11/os.py");
-  const std::string sp = "/usr/lib/python3.11/site-packages";
-  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
-  t.file(sp + "/extra.pth", "/opt/extra\n");
-  t.file(sp + "/app/__init__.py",
-         "from app import _both\nfrom dep.sparse import m\nimport nsp.part\nfrom . import _old\n"
-         "import os\n");
-  t.extension(sp + "/app/_both" + ext, "_both");
-  t.file(sp + "/app/_both.py", "import never_this\n");
-  t.extension(sp + "/app/_old.cpython-310-x86_64-linux-gnu.so", "_old");
-  t.file(sp + "/app-1.0.dist-info/METADATA", "Name: app\nVersion: 1.0\n");
-  t.file(sp + "/dep/__init__.py", "from . import _core\n");
-  t.extension(sp + "/dep/_core" + ext, "_core");
-  t.extension(sp + "/dep/_unused" + ext, "_unused");
-  t.file(sp + "/dep/sparse/__init__.py", "from ._sp import x\nimport deeper\n");
-  t.extension(sp + "/dep/sparse/_sp" + ext, "_sp");
-  t.file(sp + "/deeper/__init__.py", "from deeper import _d\n");
-  t.extension(sp + "/deeper/_d" + ext, "_d");
-  t.file(sp + "/nsp/part.py", "import nsp._nat\n");
-  t.extension("/opt/extra/nsp/_nat" + ext, "_nat");
+  Python311Tree py;
+  py.t.file(py.sp + "/extra.pth", "/opt/extra\n");
+  py.t.file(py.sp + "/app/__init__.py",
+            "from app import _both\nfrom dep.sparse import m\nimport nsp.part\nfrom . import _old\n"
+            "import os\n");
+  py.t.extension(py.sp + "/app/_both" + py.ext, "_both");
+  py.t.file(py.sp + "/app/_both.py", "import never_this\n");
+  py.t.extension(py.sp + "/app/_old.cpython-310-x86_64-linux-gnu.so", "_old");
+  py.t.file(py.sp + "/app-1.0.dist-info/METADATA", "Name: app\nVersion: 1.0\n");
+  py.t.file(py.sp + "/dep/__init__.py", "from . import _core\n");
+  py.t.extension(py.sp + "/dep/_core" + py.ext, "_core");
+  py.t.extension(py.sp + "/dep/_unused" + py.ext, "_unused");
+  py.t.file(py.sp + "/dep/sparse/__init__.py", "from ._sp import x\nimport deeper\n");
+  py.t.extension(py.sp + "/dep/sparse/_sp" + py.ext, "_sp");
+  py.t.file(py.sp + "/deeper/__init__.py", "from deeper import _d\n");
+  py.t.extension(py.sp + "/deeper/_d" + py.ext, "_d");
+  py.t.file(py.sp + "/nsp/part.py", "import nsp._nat\n");
+  py.t.extension("/opt/extra/nsp/_nat" + py.ext, "_nat");
 
-  host::Host h(t.root(), {});
-  ScanOptions opts;
-  opts.python = "/usr/bin/python3.11";
-  opts.packages = {"app"};
-  Environment env = scan_environment(h, opts);
+  host::Host h = py.host();
+  Environment env = py.scan_app(h);
   for (const char* name : {"dep", "deeper", "nsp"}) {
     const ImportedPackage* p = env.find_package(name);
     ASSERT_NE(p, nullptr) << name << "\n" << problems_text(env);
@@ -1141,7 +1163,7 @@ TEST(ImportSystem, FollowsImportsIntoOtherPackagesAsPythonDoes) {
   ASSERT_EQ(plan.steps.size(), 5u);
   EXPECT_EQ(plan.steps[2].note, "inferred: imported at dep/sparse/__init__.py:1");
   EXPECT_EQ(plan.steps[3].note, "inferred: imported at deeper/__init__.py:1");
-  EXPECT_EQ(plan.steps[4].path, "/opt/extra/nsp/_nat" + ext);
+  EXPECT_EQ(plan.steps[4].path, "/opt/extra/nsp/_nat" + py.ext);
   for (const ImportStep& s : plan.steps) EXPECT_EQ(s.import_name, "app");
 }
 
@@ -1150,30 +1172,19 @@ TEST(ImportSystem, FollowsImportsIntoOtherPackagesAsPythonDoes) {
 // is a set union naming "f2py": sklearn reaches charset_normalizer that way);
 // a package without __all__ imports no submodule by `*`.
 TEST(ImportSystem, StarImportLoadsTheSubmodulesAllNames) {
-  Tree t;
-  t.elf("/usr/bin/python3.11", executable());
-  t.file("/usr/lib/python3.11/os.py");
-  const std::string sp = "/usr/lib/python3.11/site-packages";
-  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
-  t.file(sp + "/app/__init__.py", "from lib import *\nfrom plain import *\n");
-  t.file(sp + "/lib/__init__.py",
-         "_subs = {'tool', \"other\"}\n__all__ = list(_subs | set(['x']))\n");
-  t.file(sp + "/lib/tool/__init__.py", "import helper\n");
-  t.extension(sp + "/lib/_never" + ext, "_never");
-  t.extension(sp + "/lib/other" + ext, "other");
-  t.file(sp + "/helper/__init__.py", "from . import _h\n");
-  t.extension(sp + "/helper/_h" + ext, "_h");
-  t.file(sp + "/plain/__init__.py", "x = 1\n");
-  t.extension(sp + "/plain/_not_star" + ext, "_not_star");
+  Python311Tree py;
+  py.site({{"app/__init__.py", "from lib import *\nfrom plain import *\n"},
+           {"lib/__init__.py", "_subs = {'tool', \"other\"}\n__all__ = list(_subs | set(['x']))\n"},
+           {"lib/tool/__init__.py", "import helper\n"},
+           {"lib/_never", ""},
+           {"lib/other", ""},
+           {"helper/__init__.py", "from . import _h\n"},
+           {"helper/_h", ""},
+           {"plain/__init__.py", "x = 1\n"},
+           {"plain/_not_star", ""}});
 
-  host::Host h(t.root(), {});
-  ScanOptions opts;
-  opts.python = "/usr/bin/python3.11";
-  opts.packages = {"app"};
-  Environment env = scan_environment(h, opts);
-  ImportPlan plan = plan_imports(env, h, {"app"});
   std::vector<std::string> modules;
-  for (const ImportStep& s : plan.steps)
+  for (const ImportStep& s : py.plan_app().steps)
     if (s.when == LoadTime::AtImport) modules.push_back(s.module);
   EXPECT_EQ(modules, (std::vector<std::string>{"helper._h", "lib.other"}))
       << ::testing::PrintToString(modules);
@@ -1196,7 +1207,8 @@ TEST(ImportSystem, TableStepsAnchoredToTheWalk) {
   t.elf(sp + "/torch/lib/libtorch_global_deps.so");
   t.file(sp + "/numpy/__init__.py", "from numpy.core import _multiarray_umath\n");
   t.extension(sp + "/numpy/core/_multiarray_umath" + ext, "_multiarray_umath");
-  t.file(sp + "/numba/__init__.py", "import numba.np.ufunc.omppool\nfrom numba import _helperlib\n");
+  t.file(sp + "/numba/__init__.py",
+         "import numba.np.ufunc.omppool\nfrom numba import _helperlib\n");
   t.extension(sp + "/numba/_helperlib" + ext, "_helperlib");
   t.extension(sp + "/numba/np/ufunc/omppool" + ext, "omppool");
   host::Host h(t.root(), {});
@@ -1247,8 +1259,9 @@ TEST(ImportSystem, RecordOmissionsAndEscapesNamedNeverFollowed) {
                           "extension module inplace._omp is not in inplace's RECORD"))
       << problems_text(env);
   EXPECT_TRUE(has_problem(env, sp + "/inplace/gone.py", "listed in inplace's RECORD but missing"));
-  EXPECT_TRUE(has_problem(env, record,
-                          "lists inplace/../../escape.so, a path with \"..\" (/usr/lib/python3.11/escape.so)"));
+  EXPECT_TRUE(has_problem(
+      env, record,
+      "lists inplace/../../escape.so, a path with \"..\" (/usr/lib/python3.11/escape.so)"));
   EXPECT_TRUE(has_problem(env, record, "lists ../../../../etc/libgomp.so.1, a path with \"..\""));
   EXPECT_TRUE(has_problem(env, record, "lists /abs/lib.so, an absolute path"));
   for (const host::RefusedFile& f : h.refused_files())
