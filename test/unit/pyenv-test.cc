@@ -1051,10 +1051,10 @@ struct Python311Tree {
   }
   host::Host host() const { return host::Host(t.root(), {}); }
   // The scan with `app` named (what it imports is found through it).
-  Environment scan_app(const host::Host& h) const {
+  Environment scan_app(const host::Host& h, std::vector<std::string> packages = {"app"}) const {
     ScanOptions opts;
     opts.python = "/usr/bin/python3.11";
-    opts.packages = {"app"};
+    opts.packages = std::move(packages);
     return scan_environment(h, opts);
   }
   // The import plan of `import app`.
@@ -1195,27 +1195,20 @@ TEST(ImportSystem, StarImportLoadsTheSubmodulesAllNames) {
 // numpy after torch._C's PyInit; numba's threading layer only at first use,
 // even when a module-level import names it.
 TEST(ImportSystem, TableStepsAnchoredToTheWalk) {
-  Tree t;
-  t.elf("/usr/bin/python3.11", executable());
-  t.file("/usr/lib/python3.11/os.py");
-  const std::string sp = "/usr/lib/python3.11/site-packages";
-  const std::string ext = ".cpython-311-x86_64-linux-gnu.so";
-  t.file(sp + "/torch/__init__.py", "from torch import _utils\nfrom torch._C import *\n");
-  t.file(sp + "/torch/_utils.py", "from torch import _first\n");
-  t.extension(sp + "/torch/_first" + ext, "_first");
-  t.extension(sp + "/torch/_C" + ext, "_C");
-  t.elf(sp + "/torch/lib/libtorch_global_deps.so");
-  t.file(sp + "/numpy/__init__.py", "from numpy.core import _multiarray_umath\n");
-  t.extension(sp + "/numpy/core/_multiarray_umath" + ext, "_multiarray_umath");
-  t.file(sp + "/numba/__init__.py",
-         "import numba.np.ufunc.omppool\nfrom numba import _helperlib\n");
-  t.extension(sp + "/numba/_helperlib" + ext, "_helperlib");
-  t.extension(sp + "/numba/np/ufunc/omppool" + ext, "omppool");
-  host::Host h(t.root(), {});
-  ScanOptions opts;
-  opts.python = "/usr/bin/python3.11";
-  opts.packages = {"torch", "numba", "numpy"};  // numpy: a table import, not a statement
-  Environment env = scan_environment(h, opts);
+  Python311Tree py;
+  py.site({{"torch/__init__.py", "from torch import _utils\nfrom torch._C import *\n"},
+           {"torch/_utils.py", "from torch import _first\n"},
+           {"torch/_first", ""},
+           {"torch/_C", ""},
+           {"numpy/__init__.py", "from numpy.core import _multiarray_umath\n"},
+           {"numpy/core/_multiarray_umath", ""},
+           {"numba/__init__.py", "import numba.np.ufunc.omppool\nfrom numba import _helperlib\n"},
+           {"numba/_helperlib", ""},
+           {"numba/np/ufunc/omppool", ""}});
+  py.t.elf(py.sp + "/torch/lib/libtorch_global_deps.so");
+  host::Host h = py.host();
+  // numpy: a table import, not a statement
+  Environment env = py.scan_app(h, {"torch", "numba", "numpy"});
   ImportPlan plan = plan_imports(env, h, {"torch", "numba"});
   std::vector<std::string> steps;
   for (const ImportStep& s : plan.steps)
