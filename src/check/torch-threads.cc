@@ -122,18 +122,28 @@ TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Enviro
   if (cpu) {
     f.libtorch_cpu = cpu->path;
     f.e_machine = cpu->elf->e_machine();
-    if (!f.build.mkl_enabled) {
-      // at::get_mkl_version()'s "MKL not found" exists only in MKL-less builds.
+    // Strings compiled into libtorch_cpu only when a feature is absent:
+    // at::get_mkl_version()'s "MKL not found" (no MKL), and the libuv
+    // TCPStore factory's "LibUV TCPStore implementation missing" (built
+    // without libuv, TCPStoreLibUvBackend.cpp's #else). The second matters
+    // from torch 2.4, whose TCPStore asks for libuv by default (DIST023).
+    const bool want_mkl = !f.build.mkl_enabled;
+    const bool want_libuv = !f.build.major || *f.build.major > 2 ||
+                            (*f.build.major == 2 && f.build.minor.value_or(0) >= 4);
+    if (want_mkl || want_libuv) {
       try {
         if (std::optional<ByteView> rodata = cpu->elf->progbits_section(".rodata")) {
           static const char kNoMkl[] = "MKL not found";
+          static const char kNoLibuv[] = "LibUV TCPStore implementation missing";
           const char* base = reinterpret_cast<const char*>(rodata->data());
-          if (memmem(base, rodata->size(), kNoMkl, sizeof kNoMkl) != nullptr)
+          if (want_mkl && memmem(base, rodata->size(), kNoMkl, sizeof kNoMkl) != nullptr)
             f.no_mkl_string = true;
+          if (want_libuv)
+            f.no_libuv_string = memmem(base, rodata->size(), kNoLibuv, sizeof kNoLibuv) != nullptr;
           f.rodata_read = true;
         }
       } catch (const std::exception&) {
-        // A damaged section table: the string stays unknown.
+        // A damaged section table: the strings stay unknown.
       }
     }
   } else if (c10) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# labels: slow scenario
-"""DIST023 (torch built without libuv while its TCPStore asks for libuv) against
+# labels: slow scenario roots
+"""DIST023 (torch built without libuv while its TCPStore asks for libuv) and
+ENV016 (check's prediction of it from the installed files) against
 the real torch of every Debian generation: this machine's (torch 1.13) and the
 bullseye, trixie and sid test roots (1.7, 2.6, 2.14; versions read, never
 assumed).
@@ -17,6 +18,9 @@ Oracle: the real `init_process_group("gloo")` with `env://` under plain
     process per rank started by a shell loop with RANK, LOCAL_RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT and USE_LIBUV=0 succeeds, two ranks.
   - Where it succeeds: `logs` on its output names no DIST023.
+  - `mldoctor check` (the roots read from outside with --root) reports ENV016
+    exactly where the plain start fails, with USE_LIBUV unset and set to 0
+    (then saying that torchrun still fails).
 A generation whose root is missing FAILS with why (never a skip); at least one
 generation must fail the plain start (Debian's torch 2.6 and later are built
 without libuv), or the test proves nothing."""
@@ -136,6 +140,25 @@ def check_generation(gen):
                   % (gen.name, p.returncode, out[-3000:]))
     check_eq(marker, failed, "%s (torch %s): marker %r in %s == the plain start fails on libuv"
                      % (gen.name, version, MARKER.decode(), lib))
+    # ENV016: check's static prediction of the same failure, from the files
+    # alone (the roots from outside with --root), equal to the real outcome;
+    # with USE_LIBUV=0 set it still warns (torchrun ignores the variable).
+    base = ["check", "--json"] + (["--root", gen.root] if gen.root else ["--python", "/usr/bin/python3"])
+    for use_libuv in (None, "0"):
+        env = {k: v for k, v in os.environ.items() if k != "USE_LIBUV"}
+        if use_libuv is not None:
+            env["USE_LIBUV"] = use_libuv
+        c = mldtest.mldoctor(*base, env=env)
+        try:
+            found = [f for f in json.loads(c.stdout)["findings"] if f["rule"] == "ENV016"]
+        except (ValueError, KeyError) as e:
+            check(False, "%s: mldoctor %s: exit %d, no JSON (%s)\n%s" % (gen.name, " ".join(base), c.returncode, e, c.stderr))
+            continue
+        check_eq(bool(found), failed, "%s (USE_LIBUV=%s): check predicts ENV016 == the real plain start fails on libuv"
+                 % (gen.name, use_libuv))
+        if found and use_libuv == "0":
+            check("torchrun still fails" in found[0]["message"],
+                  "%s: ENV016 with USE_LIBUV=0 does not say torchrun still fails: %s" % (gen.name, found[0]["message"]))
     incidents, findings = logs_rules(out)
     print("%s: torch %s, marker %s, plain start %s; logs: %s"
           % (gen.name, version, marker, "fails on libuv" if failed else "succeeds", incidents))
