@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """mldoctor.runtimes() against each Debian generation's own threadpoolctl, in
 one live process (issue 32 item 2e): in the bullseye, trixie and sid test
 roots, the root's python3 (CPython 3.9, 3.13, 3.14) runs with the

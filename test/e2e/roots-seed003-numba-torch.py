@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """Seed 003 in every Debian generation (issue 32 item 2d): THR002 appears
 exactly when numba really changes torch's thread count, in the bullseye,
 trixie and sid test roots (this machine's own torch and numba are

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """torch's default intra-op thread count in every Debian generation (issue 32
 item 2c): the real torch.get_num_threads() of a fresh `import torch` (the
 oracle) against mldoctor's prediction (check --import torch --json,
