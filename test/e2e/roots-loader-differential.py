@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """The loader model against each Debian generation's own ld.so (issue 32, 2a).
 
 For bullseye (glibc 2.31), trixie (2.41) and sid (2.43): every native object

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """`mldoctor run`'s shims inside each Debian generation's processes (issue
 32, item 2h). The oracle is the real process: its own /proc/self/maps and the
 real outcome of its imports.

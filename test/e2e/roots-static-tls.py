@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """Static TLS in each Debian generation: the model against that root's real
 dlopen() (issue 32, items 2a and 2d's seed 001).
 
