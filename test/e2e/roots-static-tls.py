@@ -39,7 +39,7 @@ root's /mnt, so both sides see the same paths; nothing in the root changes.
    must not).
 
 Environment: MLDOCTOR. Optional: MLD_TLS_SEED (the random sequences),
-MLD_ROOT_TLS_SEQUENCES (how many random ones per root; default 12),
+MLD_ROOT_TLS_SEQUENCES (how many random ones per root; default 6),
 MLD_ROOT_SUITES (a comma-separated subset of the roots, for quick runs).
 """
 import concurrent.futures
@@ -426,7 +426,7 @@ def one_root(suite, seed, count):
 
 def main():
     seed = int(os.environ.get("MLD_TLS_SEED", random.randrange(1 << 32)))
-    count = int(os.environ.get("MLD_ROOT_TLS_SEQUENCES", "12"))
+    count = int(os.environ.get("MLD_ROOT_TLS_SEQUENCES", "6"))
     print("roots-static-tls: seed %d (MLD_TLS_SEED=%d reproduces the random sequences)" % (seed, seed))
     suites = os.environ.get("MLD_ROOT_SUITES", ",".join(roots.SUITES)).split(",")
     with concurrent.futures.ThreadPoolExecutor(len(suites)) as pool:
