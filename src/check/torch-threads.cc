@@ -335,9 +335,10 @@ TorchThreads torch_default_threads(const TorchBuildFacts& b, const CheckReport& 
     // kernel whose CPU ids go beyond 1024 (nr_cpu_ids, the highest possible
     // CPU + 1) answers EINVAL and the count stays uncapped.
     if (host.cpu.possible && !host.cpu.possible->empty() && host.cpu.possible->back() >= 1024) {
-      t.basis += "; no affinity cap: sched_getaffinity() with torch's 1024-CPU mask fails on a "
-                 "kernel with " +
-                 std::to_string(host.cpu.possible->back() + 1) + " CPU ids";
+      t.basis +=
+          "; no affinity cap: sched_getaffinity() with torch's 1024-CPU mask fails on a "
+          "kernel with " +
+          std::to_string(host.cpu.possible->back() + 1) + " CPU ids";
       t.count = n;
       return t;
     }

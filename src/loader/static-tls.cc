@@ -49,10 +49,10 @@ namespace mld::loader {
 namespace {
 
 // elf/dl-tls.c (2.32+) and sysdeps/generic/ldsodefs.h.
-constexpr u64 kDlNns = 16;            // DL_NNS
-constexpr u64 kLibcIeTls = 144;       // LIBC_IE_TLS
-constexpr u64 kOtherIeTls = 144;      // OTHER_IE_TLS
-constexpr u64 kLegacySurplus = 1664;  // TLS_STATIC_SURPLUS up to 2.31
+constexpr u64 kDlNns = 16;               // DL_NNS
+constexpr u64 kLibcIeTls = 144;          // LIBC_IE_TLS
+constexpr u64 kOtherIeTls = 144;         // OTHER_IE_TLS
+constexpr u64 kLegacySurplus = 1664;     // TLS_STATIC_SURPLUS up to 2.31
 constexpr u64 kBackportLibcIeTls = 192;  // LIBC_IE_TLS in 0c7b002fac..ffb17e7ba3
 // NO_TLS_OFFSET (include/link.h) is 0 on every architecture modelled here;
 // dl-close.c uses it as the "no chunk yet" marker.
@@ -432,8 +432,8 @@ StaticTlsArena::StaticTlsArena(const StaticTlsParams& params,
   }
   static_align_ = max_align;
   // Up to 2.31 there is no optional budget: TLSDESC may take everything.
-  optional_left_ = params.surplus_accounting() ? params.optional_static_tls
-                                                : std::numeric_limits<u64>::max();
+  optional_left_ =
+      params.surplus_accounting() ? params.optional_static_tls : std::numeric_limits<u64>::max();
   next_modid_ = nmods + 1;
 }
 

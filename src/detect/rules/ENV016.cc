@@ -19,20 +19,21 @@ MLD_DETECTOR(ENV016) {
   d.rule = "ENV016";
   d.subject = "torch " + s.version;
   const std::string lib = s.libtorch_cpu.substr(s.libtorch_cpu.rfind('/') + 1);
-  d.evidence.push_back({"\"LibUV TCPStore implementation missing\" in " + lib +
-                            "'s .rodata: built without libuv",
-                        s.libtorch_cpu, std::nullopt});
-  d.evidence.push_back({"torch " + s.version + ": TCPStore asks for libuv by default (torch >= 2.4)",
-                        "", std::nullopt});
-  if (use_libuv)
-    d.evidence.push_back({"USE_LIBUV=" + *use_libuv, "environment", std::nullopt});
+  d.evidence.push_back(
+      {"\"LibUV TCPStore implementation missing\" in " + lib + "'s .rodata: built without libuv",
+       s.libtorch_cpu, std::nullopt});
+  d.evidence.push_back(
+      {"torch " + s.version + ": TCPStore asks for libuv by default (torch >= 2.4)", "",
+       std::nullopt});
+  if (use_libuv) d.evidence.push_back({"USE_LIBUV=" + *use_libuv, "environment", std::nullopt});
   if (disabled) {
-    d.message = "torch " + s.version +
-                " was built without libuv: USE_LIBUV=" + *use_libuv +
-                " lets init_process_group start under python, but torchrun still fails at its store";
+    d.message =
+        "torch " + s.version + " was built without libuv: USE_LIBUV=" + *use_libuv +
+        " lets init_process_group start under python, but torchrun still fails at its store";
     d.fix =
         "Start the ranks without torchrun: one process per rank with RANK, LOCAL_RANK, WORLD_SIZE, "
-        "MASTER_ADDR, MASTER_PORT and USE_LIBUV=" + *use_libuv +
+        "MASTER_ADDR, MASTER_PORT and USE_LIBUV=" +
+        *use_libuv +
         " set (a shell loop, srun, mpirun or torch.multiprocessing.spawn), or install a torch "
         "built with libuv.";
   } else {
