@@ -30,7 +30,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import concurrent.futures
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -54,21 +53,6 @@ import os, torch
 print(torch.__version__)
 print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")))
 """
-
-
-# The generations run side by side (each mostly waits on its processes); the
-# shared pass/fail counters of mldtest are updated under one lock.
-LOCK = threading.Lock()
-
-
-def check(cond, msg):
-    with LOCK:
-        return mldtest.check(cond, msg)
-
-
-def check_eq(actual, expected, what):
-    with LOCK:
-        return mldtest.check_eq(actual, expected, what)
 
 
 def free_port():
@@ -126,7 +110,7 @@ def plain(gen, env=None):
 
 def check_generation(gen):
     w = gen.sh("python3 -c '%s'" % WHERE.replace("'", "'\"'\"'"))
-    if not check(w.returncode == 0, "%s: cannot locate torch: %s%s" % (gen.name, w.stdout, w.stderr)):
+    if not mldtest.check(w.returncode == 0, "%s: cannot locate torch: %s%s" % (gen.name, w.stdout, w.stderr)):
         return None
     version, lib = w.stdout.split()[:2]
     with open(gen.path_in(lib), "rb") as f:
@@ -135,10 +119,10 @@ def check_generation(gen):
     p = plain(gen)
     out = p.stdout + p.stderr
     failed = MESSAGE in out
-    check(failed or (p.returncode == 0 and "RANK-OK 0 of 1" in out),
+    mldtest.check(failed or (p.returncode == 0 and "RANK-OK 0 of 1" in out),
                   "%s: the plain start neither succeeded nor failed on libuv (exit %d):\n%s"
                   % (gen.name, p.returncode, out[-3000:]))
-    check_eq(marker, failed, "%s (torch %s): marker %r in %s == the plain start fails on libuv"
+    mldtest.check_eq(marker, failed, "%s (torch %s): marker %r in %s == the plain start fails on libuv"
                      % (gen.name, version, MARKER.decode(), lib))
     # ENV016: check's static prediction of the same failure, from the files
     # alone (the roots from outside with --root), equal to the real outcome;
@@ -152,36 +136,36 @@ def check_generation(gen):
         try:
             found = [f for f in json.loads(c.stdout)["findings"] if f["rule"] == "ENV016"]
         except (ValueError, KeyError) as e:
-            check(False, "%s: mldoctor %s: exit %d, no JSON (%s)\n%s" % (gen.name, " ".join(base), c.returncode, e, c.stderr))
+            mldtest.check(False, "%s: mldoctor %s: exit %d, no JSON (%s)\n%s" % (gen.name, " ".join(base), c.returncode, e, c.stderr))
             continue
-        check_eq(bool(found), failed, "%s (USE_LIBUV=%s): check predicts ENV016 == the real plain start fails on libuv"
+        mldtest.check_eq(bool(found), failed, "%s (USE_LIBUV=%s): check predicts ENV016 == the real plain start fails on libuv"
                  % (gen.name, use_libuv))
         if found and use_libuv == "0":
-            check("torchrun still fails" in found[0]["message"],
+            mldtest.check("torchrun still fails" in found[0]["message"],
                   "%s: ENV016 with USE_LIBUV=0 does not say torchrun still fails: %s" % (gen.name, found[0]["message"]))
     incidents, findings = logs_rules(out)
     print("%s: torch %s, marker %s, plain start %s; logs: %s"
           % (gen.name, version, marker, "fails on libuv" if failed else "succeeds", incidents))
     if not failed:
-        check("DIST023" not in findings, "%s: DIST023 on a run that succeeded: %s" % (gen.name, findings))
+        mldtest.check("DIST023" not in findings, "%s: DIST023 on a run that succeeded: %s" % (gen.name, findings))
         return False
 
-    check(incidents[:1] == ["DIST023"], "%s: first incident %s, expected DIST023\n%s"
+    mldtest.check(incidents[:1] == ["DIST023"], "%s: first incident %s, expected DIST023\n%s"
                   % (gen.name, incidents, out[-2000:]))
     # Fix, started with python: USE_LIBUV=0.
     q = plain(gen, {"USE_LIBUV": "0"})
-    check(q.returncode == 0 and "RANK-OK 0 of 1" in q.stdout,
+    mldtest.check(q.returncode == 0 and "RANK-OK 0 of 1" in q.stdout,
                   "%s: USE_LIBUV=0 did not make the plain start succeed (exit %d):\n%s"
                   % (gen.name, q.returncode, (q.stdout + q.stderr)[-2000:]))
     # torchrun ignores USE_LIBUV=0 (the fix text says so).
     t = gen.sh("python3 -m torch.distributed.run --standalone --nproc-per-node=1 /tmp/t.py",
                env={"USE_LIBUV": "0"})
     tout = t.stdout + t.stderr
-    check(t.returncode != 0 and MESSAGE in tout,
+    mldtest.check(t.returncode != 0 and MESSAGE in tout,
                   "%s: torchrun with USE_LIBUV=0 did not fail on libuv as the fix text says (exit %d):\n%s"
                   % (gen.name, t.returncode, tout[-2000:]))
     tincidents, _ = logs_rules(tout)
-    check(tincidents[:1] == ["DIST023"], "%s: torchrun log: first incident %s, expected DIST023"
+    mldtest.check(tincidents[:1] == ["DIST023"], "%s: torchrun log: first incident %s, expected DIST023"
                   % (gen.name, tincidents))
     # The torchrun alternative: one process per rank, USE_LIBUV=0.
     port = free_port()
@@ -189,7 +173,7 @@ def check_generation(gen):
             "USE_LIBUV=0 python3 /tmp/t.py & done; wait" % port)
     r = gen.sh(loop)
     rout = r.stdout + r.stderr
-    check("RANK-OK 0 of 2" in rout and "RANK-OK 1 of 2" in rout,
+    mldtest.check("RANK-OK 0 of 2" in rout and "RANK-OK 1 of 2" in rout,
                   "%s: ranks started one by one with USE_LIBUV=0 did not both start:\n%s" % (gen.name, rout[-2000:]))
     return True
 
@@ -202,6 +186,8 @@ def main():
             mldtest.fail(why)
             continue
         gens.append(Generation(suite, os.path.join(roots.cache(), suite)))
+    # The generations run side by side (each mostly waits on its processes;
+    # mldtest's counters take a lock).
     with concurrent.futures.ThreadPoolExecutor(len(gens)) as pool:
         failing = [g.name for g, f in zip(gens, list(pool.map(check_generation, gens))) if f]
     mldtest.check(failing, "no generation's torch failed the plain start on libuv: the rule was not exercised")
