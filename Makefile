@@ -33,7 +33,7 @@ test: build
 	@scripts/make-test-roots.sh
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Every test again in a build with ASan, UBSan and LeakSanitizer
+# Every test again (but the Debian-root oracles, label "roots") in a build with ASan, UBSan and LeakSanitizer
 # (build-sanitize/); fails on any sanitizer report (scripts/test-sanitize.sh).
 SANITIZE_BUILD ?= build-sanitize
 test-sanitize: deps

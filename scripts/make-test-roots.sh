@@ -227,7 +227,12 @@ fi
 ARCHIVE="" KEYRING=-
 [ $MODE = offline ] || read -r ARCHIVE KEYRING < <(machine_main_archive)
 total_start=$(date +%s)
-for suite in "${SUITES[@]}"; do
+# Makes or checks one suite's root; the suites run side by side (most of a
+# build is dpkg unpacking and byte-compiling, one process each, so three
+# builds on a 2-core machine take about half the time of one after another;
+# each writes only its own SUITE*, .SUITE.* and apt/SUITE).
+make_suite() {
+  local suite=$1 root failed log problem have wanted apt_dir opts missing tmp start why old
   root=$CACHE/$suite
   failed=$CACHE/$suite.FAILED
   log=$CACHE/$suite.log
@@ -306,6 +311,12 @@ for suite in "${SUITES[@]}"; do
     fi
   fi
   if [ -f "$failed.new" ]; then mv "$failed.new" "$failed"; else rm -f "$failed"; fi
+}
+pids=()
+for suite in "${SUITES[@]}"; do
+  make_suite "$suite" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 note "done in $(($(date +%s) - total_start)) s"
 exit 0

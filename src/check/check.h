@@ -121,6 +121,9 @@ struct TorchBuildFacts {
   bool libc10_needs_cpuinfo = false;  // DT_NEEDED libcpuinfo (Debian-style builds)
   bool rodata_read = false;           // libtorch_cpu's .rodata was searched
   bool no_mkl_string = false;         // ... and holds "MKL not found": no MKL
+  // ... holds "LibUV TCPStore implementation missing": built without libuv
+  // (searched for torch >= 2.4 or an unknown version; nullopt: not searched).
+  std::optional<bool> no_libuv_string;
 };
 
 // torch.get_num_threads() right after `import torch`, before anyone changes

@@ -83,6 +83,17 @@ detect::Installer installer_of(const CheckReport& report, const std::string& con
 
 void gather_native_facts(const CheckReport& report, const host::Host& host, detect::Facts& facts) {
   facts.threads = thread_pools(report);
+  const TorchBuildFacts& torch = report.torch_build;
+  if (torch.installed && torch.no_libuv_string) {
+    detect::TorchStore store;
+    store.version = torch.build.version;
+    store.libtorch_cpu = torch.libtorch_cpu;
+    store.libuv_by_default =
+        torch.build.major &&
+        (*torch.build.major > 2 || (*torch.build.major == 2 && torch.build.minor.value_or(0) >= 4));
+    store.built_without_libuv = *torch.no_libuv_string;
+    facts.torch_store = std::move(store);
+  }
   if (!report.imports) return;
   const ImportSimulation& sim = *report.imports;
   // The OpenMP runtimes, each with the import that brings it.

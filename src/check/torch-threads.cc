@@ -17,7 +17,13 @@
 //     torch 2.2-2.3  cpuinfo's processors
 //     torch 2.4-2.13 cpuinfo's cores when fewer than its processors, else
 //                    its processors
-//     torch >= 2.14  the 2.4 rule capped by the affinity mask
+//     torch >= 2.14  the 2.4 rule capped by the affinity mask, as Debian's
+//                    libc10.so.2.14.1 does it (disassembled; the PR #194605
+//                    text did not say): sched_getaffinity(0, 128 bytes), so
+//                    no cap when the kernel has more than 1024 CPU ids (the
+//                    call fails with EINVAL), and a mask of 0 CPUs caps
+//                    nothing; on the hardware_concurrency() path a count of
+//                    0 takes the mask's
 //   with hardware_concurrency() (glibc's get_nprocs(): the online CPUs) when
 //   cpuinfo fails or reports nothing; a 0 becomes 1 in the OpenMP runtime.
 //
@@ -122,18 +128,28 @@ TorchBuildFacts describe_torch_build(const host::Host& host, const pyenv::Enviro
   if (cpu) {
     f.libtorch_cpu = cpu->path;
     f.e_machine = cpu->elf->e_machine();
-    if (!f.build.mkl_enabled) {
-      // at::get_mkl_version()'s "MKL not found" exists only in MKL-less builds.
+    // Strings compiled into libtorch_cpu only when a feature is absent:
+    // at::get_mkl_version()'s "MKL not found" (no MKL), and the libuv
+    // TCPStore factory's "LibUV TCPStore implementation missing" (built
+    // without libuv, TCPStoreLibUvBackend.cpp's #else). The second matters
+    // from torch 2.4, whose TCPStore asks for libuv by default (DIST023).
+    const bool want_mkl = !f.build.mkl_enabled;
+    const bool want_libuv = !f.build.major || *f.build.major > 2 ||
+                            (*f.build.major == 2 && f.build.minor.value_or(0) >= 4);
+    if (want_mkl || want_libuv) {
       try {
         if (std::optional<ByteView> rodata = cpu->elf->progbits_section(".rodata")) {
           static const char kNoMkl[] = "MKL not found";
+          static const char kNoLibuv[] = "LibUV TCPStore implementation missing";
           const char* base = reinterpret_cast<const char*>(rodata->data());
-          if (memmem(base, rodata->size(), kNoMkl, sizeof kNoMkl) != nullptr)
+          if (want_mkl && memmem(base, rodata->size(), kNoMkl, sizeof kNoMkl) != nullptr)
             f.no_mkl_string = true;
+          if (want_libuv)
+            f.no_libuv_string = memmem(base, rodata->size(), kNoLibuv, sizeof kNoLibuv) != nullptr;
           f.rodata_read = true;
         }
       } catch (const std::exception&) {
-        // A damaged section table: the string stays unknown.
+        // A damaged section table: the strings stay unknown.
       }
     }
   } else if (c10) {
@@ -297,6 +313,7 @@ TorchThreads torch_default_threads(const TorchBuildFacts& b, const CheckReport& 
   const std::optional<u32> cores =
       ci.arm_unlisted_processors && (major == 2 && minor <= 4) ? processors : ci.cores;
   u32 n = 0;
+  bool hc_zero = false;
   if (ci.initialised && processors && *processors > 0) {
     n = *processors;
     t.basis = "cpuinfo: " + plural(*processors, "processor", "processors");
@@ -311,14 +328,28 @@ TorchThreads torch_default_threads(const TorchBuildFacts& b, const CheckReport& 
             false);
     if (!t.count) return t;
     n = *t.count;
+    hc_zero = hc.count && *hc.count == 0;
   }
   if (affinity_cap) {
+    // c10's defaultNumThreads() asks sched_getaffinity(0, 128, &set): a
+    // kernel whose CPU ids go beyond 1024 (nr_cpu_ids, the highest possible
+    // CPU + 1) answers EINVAL and the count stays uncapped.
+    if (host.cpu.possible && !host.cpu.possible->empty() && host.cpu.possible->back() >= 1024) {
+      t.basis +=
+          "; no affinity cap: sched_getaffinity() with torch's 1024-CPU mask fails on a "
+          "kernel with " +
+          std::to_string(host.cpu.possible->back() + 1) + " CPU ids";
+      t.count = n;
+      return t;
+    }
     if (!host.cpu.affinity) {
       t.unknown = "the affinity mask is unknown";
       return t;
     }
     const u32 a = static_cast<u32>(host.cpu.affinity->size());
-    if (a > 0 && a < n) {
+    // On the hardware_concurrency() path a 0 (turned into 1 above for the
+    // OpenMP runtime) is replaced by the mask's count before that happens.
+    if (a > 0 && (a < n || (hc_zero && a > n))) {
       n = a;
       t.basis += ", capped by the affinity mask (" + std::to_string(a) + ")";
     }

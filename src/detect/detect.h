@@ -129,6 +129,15 @@ struct TorchThreads {
   std::vector<std::string> evidence;  // how the build was recognised
 };
 
+// torch's c10d TCPStore as installed (check): torch 2.4 and later ask for its
+// libuv backend by default, which a torch built without libuv refuses.
+struct TorchStore {
+  std::string version;               // torch.__version__ ("2.14.1+debian")
+  std::string libtorch_cpu;          // the library whose strings say how it was built
+  bool libuv_by_default = false;     // torch >= 2.4
+  bool built_without_libuv = false;  // "LibUV TCPStore implementation missing" is in it
+};
+
 // The thread pools of check's Python process (THR001, THR002).
 struct ThreadPools {
   bool numba = false;  // numba is installed: its pool counts too
@@ -442,6 +451,7 @@ struct Facts {
   std::vector<OpenMpProcess> openmp;
   std::vector<StaticTlsFailure> static_tls;
   std::optional<ThreadPools> threads;
+  std::optional<TorchStore> torch_store;  // check: torch is installed and its library was read
   std::vector<ThreadCountCalls> thread_counts;
   std::vector<DeviceProcess> device_bindings;  // run: the processes that used CUDA or NCCL
   std::optional<TraceCoverage> trace_coverage;

@@ -38,7 +38,7 @@ constexpr std::string_view kNames[] = {
     "LOCAL_WORLD_SIZE", "LOCAL_RANK",            "WORLD_SIZE",            "RANK",
     "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",      "SLURM_CPUS_PER_TASK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
-    "KUBERNETES_SERVICE_HOST"};
+    "KUBERNETES_SERVICE_HOST", "USE_LIBUV"};
 // clang-format on
 
 bool steers_native_layer(std::string_view name) {

@@ -649,7 +649,7 @@ DlopenSequence simulate_dlopen_sequence(Loader& loader, Process& process,
   FactCache facts;
   Process snapshot = process;
   DlopenSequence seq = run_sequence(loader, process, names, params, facts);
-  if (all_ok(seq) || params.glibc < GlibcVersion{2, 32}) return seq;
+  if (all_ok(seq) || !params.surplus_accounting()) return seq;
   // Only static TLS failures can be cured by a tunable.
   for (const DlopenStep& st : seq.steps)
     if (!st.ok && (st.tls_module.empty() || st.error.find("static TLS block") == std::string::npos))

@@ -125,6 +125,13 @@ struct StaticTlsParams {
   // 2.10–2.21 look at it: dlopen then refuses static TLS for a module whose
   // l_tls_modid exceeds DTV_SURPLUS (14).
   bool threads_running = false;
+  // An ld.so older than 2.32 that carries 2.32's surplus accounting (a
+  // distribution backport of upstream 0c7b002fac..ffb17e7ba3, as Debian 11's
+  // 2.31): the tunables and the TLSDESC budget, with that series' constants.
+  bool surplus_backport = false;
+
+  // The static TLS rules of 2.32+ apply: the release, or a backport.
+  bool surplus_accounting() const { return surplus_backport || glibc >= GlibcVersion{2, 32}; }
 
   // The parameters of `e_machine` (EM_X86_64, EM_AARCH64, EM_386) under the
   // given glibc release, with default tunables. nullopt: not modelled.

@@ -25,6 +25,16 @@
 //     only for a chunk that ends exactly at GL(dl_tls_static_used).
 //   * elf/dl-tunables.c parse_tunables: GLIBC_TUNABLES as each release
 //     parses it (two parser generations: up to 2.38 and from 2.39).
+//   * Distribution backports of 2.32's accounting to an older release: Debian
+//     11's glibc 2.31 (debian/patches/any/git-surplus-tls-accounting.diff,
+//     Debian bug #964141) has the nns/optional_static_tls surplus, the
+//     audit modules' share, the TLSDESC budget and both tunables, as of
+//     upstream ffb17e7ba3: LIBC_IE_TLS was still 192 there and there was no
+//     LEGACY_TLS term (07ed32f920 made them 144 and 1664 - the formula
+//     before 2.32 was released). Same 1664 bytes by default; 48 bytes more
+//     per namespace above 4 and less below (nns or audit modules). Upstream's
+//     release/2.31/master has none of it, so the release number cannot
+//     tell: the analysed machine's own ld.so is read (see for_process).
 //
 // Unsigned arithmetic wraps exactly where glibc's size_t arithmetic wraps;
 // alignments of 0 are read as 1 (glibc would divide by zero), so a malformed
@@ -39,10 +49,11 @@ namespace mld::loader {
 namespace {
 
 // elf/dl-tls.c (2.32+) and sysdeps/generic/ldsodefs.h.
-constexpr u64 kDlNns = 16;            // DL_NNS
-constexpr u64 kLibcIeTls = 144;       // LIBC_IE_TLS
-constexpr u64 kOtherIeTls = 144;      // OTHER_IE_TLS
-constexpr u64 kLegacySurplus = 1664;  // TLS_STATIC_SURPLUS up to 2.31
+constexpr u64 kDlNns = 16;               // DL_NNS
+constexpr u64 kLibcIeTls = 144;          // LIBC_IE_TLS
+constexpr u64 kOtherIeTls = 144;         // OTHER_IE_TLS
+constexpr u64 kLegacySurplus = 1664;     // TLS_STATIC_SURPLUS up to 2.31
+constexpr u64 kBackportLibcIeTls = 192;  // LIBC_IE_TLS in 0c7b002fac..ffb17e7ba3
 // NO_TLS_OFFSET (include/link.h) is 0 on every architecture modelled here;
 // dl-close.c uses it as the "no chunk yet" marker.
 constexpr u64 kNoTlsOffset = 0;
@@ -140,6 +151,30 @@ struct TunableItem {
   std::string_view value;
 };
 
+// The program interpreter a machine's programs name (PT_INTERP).
+std::string_view standard_interpreter(u16 e_machine) {
+  switch (e_machine) {
+    case elf::EM_X86_64: return "/lib64/ld-linux-x86-64.so.2";
+    case elf::EM_AARCH64: return "/lib/ld-linux-aarch64.so.1";
+    case elf::EM_386: return "/lib/ld-linux.so.2";
+    default: return {};
+  }
+}
+
+// Whether `glibc` (before 2.32) is the analysed machine's own release and its
+// ld.so carries 2.32's static TLS accounting anyway (a distribution backport,
+// as Debian 11's 2.31): that ld.so defines the glibc.rtld.optional_static_tls
+// tunable, whose name is in its tunable list. A release given with --glibc
+// that is not the machine's is modelled as upstream has it.
+bool has_backported_surplus(const host::Host& host, u16 e_machine, GlibcVersion glibc) {
+  std::string_view interp = standard_interpreter(e_machine);
+  if (interp.empty()) return false;
+  SearchConfig config = SearchConfig::for_host(host, e_machine, e_machine != elf::EM_386, glibc);
+  if (detect_glibc_version(host, config.system_dirs) != glibc) return false;
+  std::optional<std::string> ldso = host.read_file(interp, 8 << 20);
+  return ldso && ldso->find("glibc.rtld.optional_static_tls") != std::string::npos;
+}
+
 }  // namespace
 
 // ─── Parameters ─────────────────────────────────────────────────────────────
@@ -149,6 +184,11 @@ std::optional<StaticTlsParams> StaticTlsParams::for_process(const host::Host& ho
                                                             std::vector<std::string>* notes) {
   std::optional<StaticTlsParams> params = for_machine(e_machine, glibc);
   if (!params) return params;
+  // A backport keeps the release's own TCB size and follows 2.32 in the
+  // budget, the tunables and a tunables fix to offer; surplus() has its
+  // constants.
+  if (glibc < GlibcVersion{2, 32} && has_backported_surplus(host, e_machine, glibc))
+    params->surplus_backport = true;
   if (std::optional<std::string> t = host.getenv("GLIBC_TUNABLES")) {
     std::vector<std::string> n = params->apply_tunables(*t);
     if (notes) notes->insert(notes->end(), n.begin(), n.end());
@@ -260,7 +300,8 @@ std::vector<std::string> StaticTlsParams::apply_tunables(std::string_view value)
         notes.push_back(item + ": not a tunable of glibc " + to_string(glibc) + "; ignored");
       continue;
     }
-    if (glibc < known->since) {
+    const bool backported = surplus_backport && known->since == GlibcVersion{2, 32};
+    if (glibc < known->since && !backported) {
       notes.push_back(item + ": " + std::string(it.name) + " exists only from glibc " +
                       to_string(known->since) + "; ignored");
       continue;
@@ -295,7 +336,12 @@ std::vector<std::string> StaticTlsParams::apply_tunables(std::string_view value)
 }
 
 u64 StaticTlsParams::surplus() const {
-  if (glibc < GlibcVersion{2, 32}) return kLegacySurplus;
+  if (!surplus_accounting()) return kLegacySurplus;
+  if (surplus_backport) {
+    // ffb17e7ba3's _dl_tls_static_surplus_init, in size_t arithmetic.
+    const u64 nns = std::min(rtld_nns, kDlNns) + naudit;
+    return (nns - 1) * kBackportLibcIeTls + nns * kOtherIeTls + optional_static_tls;
+  }
   // _dl_tls_static_surplus_init. glibc aborts the process when DL_NNS - nns
   // < naudit ("Failed loading N audit modules"); the number is still the
   // formula's. tls_static_surplus() computes in int, so a huge
@@ -386,8 +432,8 @@ StaticTlsArena::StaticTlsArena(const StaticTlsParams& params,
   }
   static_align_ = max_align;
   // Up to 2.31 there is no optional budget: TLSDESC may take everything.
-  optional_left_ = params.glibc >= GlibcVersion{2, 32} ? params.optional_static_tls
-                                                       : std::numeric_limits<u64>::max();
+  optional_left_ =
+      params.surplus_accounting() ? params.optional_static_tls : std::numeric_limits<u64>::max();
   next_modid_ = nmods + 1;
 }
 
@@ -408,7 +454,7 @@ std::optional<u64> StaticTlsArena::bytes_needed(const TlsBlock& block) const {
 std::optional<u64> StaticTlsArena::try_allocate(const TlsBlock& block, bool optional) {
   // The alignment test comes first, before any room is considered.
   if (block.align > static_align_) return std::nullopt;
-  const bool budget = optional && params_.glibc >= GlibcVersion{2, 32};
+  const bool budget = optional && params_.surplus_accounting();
   const u64 align = align_of(block);
   if (params_.abi == TlsAbi::TcbAtTp) {
     // Place the block as high (as close to the TCB's side of the free

@@ -341,6 +341,23 @@ struct ImportSetBuilder {
     return std::string_view::npos;
   }
 
+  // The first quoted 'libtbb.so.N' in numba/np/ufunc/parallel.py (the Linux
+  // branch's name; the Windows and macOS names have no ".so."), else
+  // libtbb.so.12, current numba's.
+  std::string numba_libtbb_name(const ImportedPackage& pkg) {
+    const std::string text =
+        host.read_file(host::join_path(pkg.path, "np/ufunc/parallel.py"), 1 << 20).value_or("");
+    for (size_t at = text.find("libtbb.so."); at != std::string::npos;
+         at = text.find("libtbb.so.", at + 1)) {
+      if (at == 0 || (text[at - 1] != '\'' && text[at - 1] != '"')) continue;
+      const size_t end = text.find(text[at - 1], at);
+      if (end == std::string::npos || end - at > 32) continue;
+      const std::string name = text.substr(at, end - at);
+      if (name.find_first_not_of("libtbso.0123456789") == std::string::npos) return name;
+    }
+    return "libtbb.so.12";
+  }
+
   // numba/np/ufunc/parallel.py _launch_threads(): NUMBA_THREADING_LAYER picks
   // a list of candidates, the first that imports wins. Which one loads
   // depends on libtbb being loadable (the loader model's question), so every
@@ -361,17 +378,19 @@ struct ImportSetBuilder {
     std::string note = "first parallel call; NUMBA_THREADING_LAYER=" + layer +
                        (order.size() > 1 ? ": the first candidate that loads wins" : "");
     // numba/np/ufunc/parallel.py _check_tbb_version_compatible(): before
-    // trying tbbpool, ctypes.CDLL("libtbb.so.12"), whether or not numba has
-    // a tbbpool module; the library stays loaded when it loads (and when it
-    // is missing the dlopen fails and numba moves on).
+    // trying tbbpool, ctypes.CDLL(libtbb_name), whether or not numba has a
+    // tbbpool module; the library stays loaded when it loads (and when it
+    // is missing the dlopen fails and numba moves on). The name is the one
+    // that parallel.py gives for Linux: 'libtbb.so.2' up to numba 0.52
+    // (Debian 11, TBB 2020), 'libtbb.so.12' since (oneTBB).
     if (order.front() == "tbbpool") {
       ImportStep s;
       s.import_name = statement;
       s.triggered_by = pkg.import_name;
-      s.path = "libtbb.so.12";
+      s.path = numba_libtbb_name(pkg);
       s.kind = NativeKind::Library;
       s.when = LoadTime::FirstParallelUse;
-      s.note = "numba _check_tbb_version_compatible(): ctypes.CDLL(\"libtbb.so.12\")";
+      s.note = "numba _check_tbb_version_compatible(): ctypes.CDLL(\"" + s.path + "\")";
       out.push_back(std::move(s));
     }
     for (std::string_view o : order)

@@ -33,6 +33,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 from mldtest import MLDOCTOR, check, check_in, finish  # noqa: E402
 from scenarios import PY, expect_no_finding, scenario_env, skip_unless  # noqa: E402
+from inroot import cpu_list  # noqa: E402
 
 skip_unless("torch", "numba")
 
@@ -84,15 +85,6 @@ else:
 SRC = os.environ.get("MLD_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PRESENT = ("sys/devices/system/cpu/online", "sys/devices/system/cpu/possible", "sys/devices/system/cpu/present",
            "sys/devices/system/cpu/kernel_max", "proc/cpuinfo")
-
-
-def cpu_list(text):
-    cpus = set()
-    for part in text.strip().strip("\0").split(","):
-        if part:
-            a, _, b = part.partition("-")
-            cpus.update(range(int(a), int(b or a) + 1))
-    return cpus
 
 
 def presenting(fixture):

@@ -42,7 +42,14 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import helper_mod
 out = sys.argv[1]
-faulthandler.register(signal.SIGUSR1, file=open(out + ".fh", "w"), all_threads=True)
+# faulthandler writes the dump frame by frame with write(2) and marks no
+# end; with chain=True it then raises the signal again to the handler it
+# replaced: CPython's own C handler, which writes the signal number to the
+# wakeup fd. One byte in out + ".done" therefore means the dump is complete.
+done = os.open(out + ".done", os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)
+signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+signal.set_wakeup_fd(done)
+faulthandler.register(signal.SIGUSR1, file=open(out + ".fh", "w"), all_threads=True, chain=True)
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
 go = threading.Event()
 
@@ -158,12 +165,16 @@ def one(name, python):
         check(len(set(tids)) == len(tids) and all(t > 0 for t in tids),
               "%s: every Python thread matched to its own kernel thread: %r" % (name, tids))
         os.kill(proc.pid, signal.SIGUSR1)
-        for _ in range(500):
-            if os.path.exists(out + ".fh") and os.path.getsize(out + ".fh") > 0:
-                text = open(out + ".fh").read()
-                if len(parse_dump(text)) >= THREADS + 1:
-                    break
+        # Read the dump only once it is complete (the target's ".done" byte,
+        # written after faulthandler's last write): a thread count alone can
+        # be reached while the last thread's frames are still being written.
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(out + ".done") and os.path.getsize(out + ".done") > 0):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
             time.sleep(0.02)
+        check(os.path.exists(out + ".done") and os.path.getsize(out + ".done") > 0,
+              "%s: the target said its dump is complete" % name)
         theirs = parse_dump(open(out + ".fh").read())
         check_eq(len(theirs), THREADS + 1, "%s: threads in the process's own dump" % name)
         check_eq(sorted(ours), sorted(theirs), "%s: the same threads (by threading.get_ident())" % name)

@@ -285,6 +285,33 @@ TEST(TorchDefaultThreads, SaysWhyItCannotKnow) {
   fs::remove_all(tmp);
 }
 
+// torch 2.14's cap as Debian's libc10.so.2.14.1 computes it (disassembled):
+// sched_getaffinity(0, 128 bytes, ...) fails on a kernel with more than 1024
+// CPU ids and then caps nothing; on the hardware_concurrency() path a 0 takes
+// the mask's count.
+TEST(TorchDefaultThreads, Torch214AffinityCapAsLibc10Does) {
+  host::Host host((fixtures_dir("cpus") / "intel-clx-6230-2s-smt").string(), {});
+  check::CheckReport r = report_for(host);
+  r.facts.host.cpu.affinity = std::vector<u32>{0, 1, 2};
+  const std::optional<u32> capped = check::torch_default_threads(torch("2.14.0"), r).count;
+  EXPECT_EQ(capped, 3u);
+  EXPECT_EQ(check::torch_default_threads(torch("2.13.0"), r).count,
+            number(read_expected(fixtures_dir("cpus") / "intel-clx-6230-2s-smt"), "torch_2_4"));
+  std::vector<u32> possible;
+  for (u32 c = 0; c < 1025; c++) possible.push_back(c);
+  r.facts.host.cpu.possible = possible;
+  check::TorchThreads wide = check::torch_default_threads(torch("2.14.0"), r);
+  EXPECT_EQ(wide.count, check::torch_default_threads(torch("2.13.0"), r).count) << wide.basis;
+  EXPECT_NE(wide.basis.find("1024"), std::string::npos) << wide.basis;
+  // cpuinfo fails and get_nprocs() says 0: the mask's count, not 1.
+  check::CheckReport z = report_for(host);
+  z.facts.host.cpuinfo.initialised = false;
+  z.facts.host.cpu.online = std::vector<u32>{};
+  z.facts.host.cpu.affinity = std::vector<u32>{0, 1, 2, 3};
+  EXPECT_EQ(check::torch_default_threads(torch("2.14.0"), z).count, 4u);
+  EXPECT_EQ(check::torch_default_threads(torch("2.13.0"), z).count, 1u);
+}
+
 // ─── THR002 from the facts ──────────────────────────────────────────────────
 
 namespace {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "hostfacts/hostfacts.h"
 #include "rules/rules.h"
 
 namespace mld {
@@ -176,4 +177,48 @@ TEST(Omp001, FixForWheelsCondaAndTheDistribution) {
 }
 
 }  // namespace
+}  // namespace mld
+
+namespace mld {
+
+// ENV016 reads the torch store facts only: a torch >= 2.4 built without
+// libuv is reported, with the variable's effect; one built with libuv, or
+// older than 2.4 (libuv not asked for by default), is not.
+TEST(Env016, TorchWithoutLibuv) {
+  auto run = [](bool by_default, bool without, const char* use_libuv) {
+    hostfacts::Facts host;
+    if (use_libuv) host.env.variables.push_back({"USE_LIBUV", use_libuv});
+    detect::Facts facts;
+    facts.host = &host;
+    facts.torch_store = detect::TorchStore{
+        "2.14.1+debian", "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.14.1", by_default, without};
+    std::vector<Finding> out;
+    for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet()))
+      if (f.rule == "ENV016") out.push_back(std::move(f));
+    return out;
+  };
+  std::vector<Finding> f = run(true, true, nullptr);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, Severity::Warning);
+  EXPECT_EQ(f[0].subject, "torch 2.14.1+debian");
+  EXPECT_NE(f[0].message.find("init_process_group (env://, tcp://) and torchrun fail"),
+            std::string::npos)
+      << f[0].message;
+  EXPECT_EQ(f[0].env_fix, (std::vector<std::string>{"USE_LIBUV=0"}));
+  EXPECT_EQ(f[0].evidence[0].file, "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.14.1");
+  // "1" is what rendezvous.py reads as "use libuv": the same finding.
+  EXPECT_EQ(run(true, true, "1")[0].message, f[0].message);
+  // Any other value turns libuv off for python starts; torchrun still fails.
+  f = run(true, true, "0");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(
+      f[0].message.find("USE_LIBUV=0 lets init_process_group start under python, but torchrun"),
+      std::string::npos)
+      << f[0].message;
+  EXPECT_TRUE(f[0].env_fix.empty());
+  EXPECT_NE(f[0].fix.find("Start the ranks without torchrun"), std::string::npos) << f[0].fix;
+  EXPECT_TRUE(run(true, false, nullptr).empty());  // built with libuv
+  EXPECT_TRUE(run(false, true, nullptr).empty());  // before 2.4: libuv not asked for
+}
+
 }  // namespace mld

@@ -72,6 +72,31 @@ TEST(StaticTlsSurplus, LegacyIgnoresTunables) {
   EXPECT_EQ(p.surplus(), 1664u);  // TLS_STATIC_SURPLUS = 64 + DL_NNS * 100
 }
 
+// Debian 11's 2.31 carries upstream ffb17e7ba3's accounting (LIBC_IE_TLS
+// 192, no LEGACY_TLS): the static sizes its own ld.so reports under these
+// settings (test/e2e/roots-static-tls.py) follow from these surpluses.
+TEST(StaticTlsSurplus, Backport231) {
+  StaticTlsParams p = x86({2, 31});
+  p.surplus_backport = true;
+  EXPECT_TRUE(p.surplus_accounting());
+  EXPECT_EQ(p.surplus(), 1664u);  // the default is the historic value
+  p.rtld_nns = 1;
+  EXPECT_EQ(p.surplus(), 656u);
+  p.rtld_nns = 2;
+  EXPECT_EQ(p.surplus(), 992u);
+  p.rtld_nns = 16;
+  EXPECT_EQ(p.surplus(), 5696u);
+  p = x86({2, 31});
+  p.surplus_backport = true;
+  p.naudit = 1;
+  EXPECT_EQ(p.surplus(), 2000u);
+  p = x86({2, 31});
+  p.surplus_backport = true;
+  EXPECT_EQ(p.apply_tunables("glibc.rtld.optional_static_tls=1024"), std::vector<std::string>{});
+  EXPECT_EQ(p.surplus(), 2176u);
+  EXPECT_FALSE(x86({2, 31}).surplus_accounting());
+}
+
 // ─── The numbers measured on glibc 2.36 x86_64 ──────────────────────────────
 
 TEST(StaticTlsX86, LibcOnlyStartup) {

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 LDSO = "/lib64/ld-linux-x86-64.so.2"
 MLDOCTOR = os.environ.get("MLDOCTOR", "mldoctor")
@@ -15,6 +16,9 @@ CC = os.environ.get("CC", "gcc")
 
 _failures = []
 _passed = [0]
+# The counters may be updated from several threads (tests that run the
+# Debian roots side by side).
+_lock = threading.RLock()
 
 
 def scratch():
@@ -100,15 +104,17 @@ def model_list(path, env=None, cwd=None):
 
 
 def fail(msg):
-    _failures.append(msg)
-    print("FAIL: " + msg)
+    with _lock:
+        _failures.append(msg)
+        print("FAIL: " + msg)
 
 
 def check(cond, msg):
-    if not cond:
-        fail(msg)
-    else:
-        _passed[0] += 1
+    with _lock:
+        if not cond:
+            fail(msg)
+        else:
+            _passed[0] += 1
     return cond
 
 
@@ -116,7 +122,8 @@ def check_eq(actual, expected, what):
     if actual != expected:
         fail("%s\n  expected: %r\n  actual:   %r" % (what, expected, actual))
         return False
-    _passed[0] += 1
+    with _lock:
+        _passed[0] += 1
     return True
 
 
@@ -124,7 +131,8 @@ def check_in(needle, haystack, what):
     if needle not in haystack:
         fail("%s: %r not found in output:\n%s" % (what, needle, haystack))
         return False
-    _passed[0] += 1
+    with _lock:
+        _passed[0] += 1
     return True
 
 

@@ -95,20 +95,28 @@ exec chroot "$r" /bin/sh -c 'cd "$0" && exec "$@"' "$cwd" "$@"
 '''
 
 
+def command(root_dir, argv, binds=(), env=None, cwd="/tmp"):
+    """The command line (run from this machine) that runs `argv` inside
+    `root_dir` as run() does; for wrapping it in another command (`mldoctor
+    run -- ...`). Variables of the caller reach the root's first process
+    (/usr/bin/env), not `argv`."""
+    environment = {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+    environment.update(env or {})
+    flat = []
+    for b in binds:
+        flat += [b[0], b[1], b[2] if len(b) > 2 else "rw"]
+    return (["unshare", "--mount", "--propagation", "private", "sh", "-c", _IN_ROOT, "sh",
+             root_dir, cwd, str(len(binds))] + flat
+            + ["/usr/bin/env", "-i"] + ["%s=%s" % kv for kv in environment.items()] + list(argv))
+
+
 def run(root_dir, argv, binds=(), env=None, cwd="/tmp", timeout=600, input=None):
     """Runs `argv` inside `root_dir` (see _IN_ROOT) with a clean environment
     (PATH, HOME=/tmp, LANG=C.UTF-8, plus `env`). `binds`: (source, target) or
     (source, target, "ro") pairs, a target being a path in the root. Returns a
     CompletedProcess with text output; on timeout the whole process group is
     killed and its returncode is -9."""
-    environment = {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
-    environment.update(env or {})
-    flat = []
-    for b in binds:
-        flat += [b[0], b[1], b[2] if len(b) > 2 else "rw"]
-    cmd = (["unshare", "--mount", "--propagation", "private", "sh", "-c", _IN_ROOT, "sh",
-            root_dir, cwd, str(len(binds))] + flat
-           + ["/usr/bin/env", "-i"] + ["%s=%s" % kv for kv in environment.items()] + list(argv))
+    cmd = command(root_dir, argv, binds, env, cwd)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
