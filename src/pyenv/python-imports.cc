@@ -16,8 +16,12 @@
 // in a `def` body (run when called), not those under `if TYPE_CHECKING:`
 // (false at run time; its `else:` does run). Both branches of any other
 // `if`/`try` are taken: which one runs depends on the machine, and a load
-// too many only adds a runtime the job may load anyway. Dynamic imports
-// (`importlib.import_module(name)`, `__import__`) are not seen.
+// too many only adds a runtime the job may load anyway. A dynamic import is
+// followed when its name is a string literal at module level:
+// `importlib.import_module("x")`, `__import__("x")`, and a call of a
+// module-level function that imports its first parameter
+// (`__all__ = clone_module("numpy", globals())`, star-importing it when the
+// function exec()s `from {...} import *`); a computed name is not seen.
 //
 // The tokenizer knows what can hide an import keyword: strings (all quote
 // forms, prefixes, triple-quoted across lines), comments, bracketed and
@@ -130,6 +134,9 @@ struct LogicalLine {
   size_t indent = 0;
   std::string text;
   size_t line = 0;
+  // Each string literal's text between its quotes (escapes kept as written),
+  // in order: the n-th `""` of `text` is literals[n].
+  std::vector<std::string> literals;
 };
 
 std::vector<LogicalLine> logical_lines(std::string_view src) {
@@ -193,6 +200,8 @@ std::vector<LogicalLine> logical_lines(std::string_view src) {
       const bool triple = i + 2 < src.size() && src[i + 1] == c && src[i + 2] == c;
       const size_t quote = triple ? 3 : 1;
       i += quote;
+      const size_t content = i;
+      size_t content_end = src.size();
       while (i < src.size()) {
         if (src[i] == '\\' && i + 1 < src.size()) {
           if (src[i + 1] == '\n') line++;
@@ -200,17 +209,22 @@ std::vector<LogicalLine> logical_lines(std::string_view src) {
           continue;
         }
         if (src[i] == '\n') {
-          if (!triple) break;  // an unterminated string ends at the line
+          if (!triple) {
+            content_end = i;
+            break;  // an unterminated string ends at the line
+          }
           line++;
         }
         if (src[i] == c &&
             (!triple || (i + 2 < src.size() && src[i + 1] == c && src[i + 2] == c))) {
+          content_end = i;
           i += quote;
           break;
         }
         i++;
       }
       cur.text += "\"\"";
+      cur.literals.emplace_back(src.substr(content, std::min(content_end, src.size()) - content));
       continue;
     }
     if (c == '(' || c == '[' || c == '{') depth++;
@@ -256,7 +270,8 @@ bool compound_keyword(std::string_view text) {
 
 // Statements of one logical line, split on `;` (strings are blanked, so a
 // `;` here is a separator or inside brackets).
-void statements_of(std::string_view text, size_t line, std::vector<ImportStatement>& out) {
+template <typename Each>
+void for_each_statement(std::string_view text, Each each) {
   int depth = 0;
   size_t start = 0;
   for (size_t i = 0; i <= text.size(); i++) {
@@ -266,42 +281,194 @@ void statements_of(std::string_view text, size_t line, std::vector<ImportStateme
       if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
       if (c != ';' || depth != 0) continue;
     }
-    parse_statement(text.substr(start, i - start), line, out);
+    each(text.substr(start, i - start), start);
     start = i + 1;
   }
+}
+
+// How many `""` (blanked literals) `text` holds before `end`.
+size_t literals_before(std::string_view text, size_t end) {
+  size_t n = 0;
+  for (size_t i = 0; i + 1 < end && i + 1 < text.size(); i++)
+    if (text[i] == '"' && text[i + 1] == '"') {
+      n++;
+      i++;
+    }
+  return n;
+}
+
+// A call whose first argument is a plain string literal: `f("numpy", ...)`,
+// `importlib.import_module("x")`, in any expression of a module-level
+// statement (`__all__ = clone_module("numpy", globals())`). A prefixed
+// literal (f"", b"", r"") is not a name the call can be read for.
+struct LiteralCall {
+  std::string callee;  // dotted, as written
+  std::string literal;
+};
+
+std::vector<LiteralCall> literal_calls(std::string_view stmt, size_t stmt_at,
+                                       const LogicalLine& l) {
+  std::vector<LiteralCall> out;
+  for (size_t open = stmt.find('('); open != std::string_view::npos;
+       open = stmt.find('(', open + 1)) {
+    size_t b = open;
+    while (b > 0 && (ident_char(stmt[b - 1]) || stmt[b - 1] == '.')) b--;
+    std::string_view callee = stmt.substr(b, open - b);
+    if (!dotted_name(callee)) continue;
+    size_t a = open + 1;
+    while (a < stmt.size() && (stmt[a] == ' ' || stmt[a] == '\t')) a++;
+    if (stmt.substr(a, 2) != "\"\"") continue;
+    size_t after = a + 2;
+    while (after < stmt.size() && (stmt[after] == ' ' || stmt[after] == '\t')) after++;
+    if (after >= stmt.size() || (stmt[after] != ',' && stmt[after] != ')')) continue;
+    const size_t index = literals_before(l.text, stmt_at + a);
+    if (index < l.literals.size()) out.push_back({std::string(callee), l.literals[index]});
+  }
+  return out;
+}
+
+// What `import` runs: import statements and literal calls, in source order.
+struct ModuleStep {
+  ImportStatement statement;  // for a call: the literal in `module`
+  std::string callee;         // empty: an import statement
+};
+
+// A module-level function that imports its first parameter:
+// `def clone_module(mod_name, globals_): mod = importlib.import_module(mod_name)`;
+// `star` when its body also exec()s `from {...} import *` (scipy's
+// array_api_compat clones numpy that way in Debian unstable: the import system
+// then imports every submodule numpy.__all__ names).
+struct ImportHelper {
+  bool star = false;
+};
+
+struct ModuleScan {
+  std::vector<ModuleStep> steps;
+  std::map<std::string, ImportHelper> helpers;
+};
+
+// "def f(a: str, b=1, /, *c)" -> "a"; empty when the first parameter is
+// not a plain positional one.
+std::string first_parameter(std::string_view header) {
+  size_t open = header.find('('), close = header.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return {};
+  std::string_view params = header.substr(open + 1, close - open - 1);
+  size_t end = 0;
+  while (end < params.size() && ident_char(params[end])) end++;
+  std::string_view first = params.substr(0, end);
+  if (first.empty() || !dotted_name(first)) return {};
+  return std::string(first);
+}
+
+// Whether `text` passes `param` as the first argument of import_module() or
+// __import__().
+bool imports_parameter(std::string_view text, const std::string& param) {
+  for (std::string_view fn : {"import_module(", "__import__("})
+    for (size_t at = text.find(fn); at != std::string_view::npos; at = text.find(fn, at + 1)) {
+      if (at > 0 && ident_char(text[at - 1])) continue;
+      size_t a = at + fn.size();
+      while (a < text.size() && (text[a] == ' ' || text[a] == '\t')) a++;
+      if (!starts_with_word(text.substr(a), param)) continue;
+      size_t after = a + param.size();
+      while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) after++;
+      if (after < text.size() && (text[after] == ',' || text[after] == ')')) return true;
+    }
+  return false;
+}
+
+// Whether a line exec()s a star import of a formatted module name.
+bool execs_star_import(const LogicalLine& l) {
+  if (l.text.find("exec(") == std::string::npos) return false;
+  return std::any_of(l.literals.begin(), l.literals.end(), [](const std::string& lit) {
+    return lit.find("from {") != std::string::npos && lit.find("import *") != std::string::npos;
+  });
+}
+
+ModuleScan scan_module(std::string_view source) {
+  ModuleScan out;
+  struct Open {
+    size_t indent;
+    Block kind;
+  };
+  std::vector<Open> blocks;
+  // The module-level def being read, when its first parameter may be imported.
+  struct Def {
+    size_t indent = 0;
+    std::string name, param;
+    ImportHelper helper;
+    bool imports = false;
+  };
+  std::optional<Def> def;
+  auto close_def = [&] {
+    if (def && def->imports) out.helpers[def->name] = def->helper;
+    def.reset();
+  };
+  auto read_def_body = [&](std::string_view text, const LogicalLine& l) {
+    if (!def) return;
+    def->imports |= imports_parameter(text, def->param);
+    def->helper.star |= execs_star_import(l);
+  };
+  auto statements = [&](std::string_view text, const LogicalLine& l) {
+    for_each_statement(text, [&](std::string_view stmt, size_t) {
+      std::vector<ImportStatement> found;
+      parse_statement(stmt, l.line, found);
+      for (ImportStatement& s : found) out.steps.push_back({std::move(s), {}});
+    });
+    const size_t text_at = static_cast<size_t>(text.data() - l.text.data());
+    for_each_statement(text, [&](std::string_view stmt, size_t at) {
+      for (LiteralCall& c : literal_calls(stmt, text_at + at, l))
+        if (dotted_name(c.literal))
+          out.steps.push_back({{0, std::move(c.literal), {}, l.line}, std::move(c.callee)});
+    });
+  };
+  for (const LogicalLine& l : logical_lines(source)) {
+    while (!blocks.empty() && blocks.back().indent >= l.indent) blocks.pop_back();
+    if (def && l.indent <= def->indent) close_def();
+    const bool deferred = std::any_of(blocks.begin(), blocks.end(),
+                                      [](const Open& o) { return o.kind == Block::Deferred; });
+    std::string_view text = trim(l.text);
+    if (deferred) read_def_body(text, l);
+    if (!compound_keyword(text)) {
+      if (!deferred) statements(text, l);
+      continue;
+    }
+    size_t colon = header_colon(text);
+    if (colon == std::string_view::npos) {  // `match = 3`, `case(x)`: not a header
+      if (!deferred) statements(text, l);
+      continue;
+    }
+    std::string_view header = trim(text.substr(0, colon));
+    Block kind = block_kind(header);
+    std::string_view body = trim(text.substr(colon + 1));
+    if (blocks.empty() && starts_with_word(header, "def")) {
+      std::string_view rest = trim(header.substr(3));
+      size_t end = 0;
+      while (end < rest.size() && ident_char(rest[end])) end++;
+      std::string param = first_parameter(header);
+      if (end > 0 && !param.empty()) {
+        def = Def{l.indent, std::string(rest.substr(0, end)), param, {}, false};
+        if (!body.empty()) {  // `def f(m): return importlib.import_module(m)`
+          read_def_body(body, l);
+          close_def();
+        }
+      }
+    }
+    if (body.empty()) {
+      blocks.push_back({l.indent, kind});
+    } else if (!deferred && kind == Block::Runs) {
+      statements(body, l);  // `try: import x`
+    }
+  }
+  close_def();
+  return out;
 }
 
 }  // namespace
 
 std::vector<ImportStatement> module_level_imports(std::string_view source) {
   std::vector<ImportStatement> out;
-  struct Open {
-    size_t indent;
-    Block kind;
-  };
-  std::vector<Open> blocks;
-  for (const LogicalLine& l : logical_lines(source)) {
-    while (!blocks.empty() && blocks.back().indent >= l.indent) blocks.pop_back();
-    const bool deferred = std::any_of(blocks.begin(), blocks.end(),
-                                      [](const Open& o) { return o.kind == Block::Deferred; });
-    std::string_view text = trim(l.text);
-    if (!compound_keyword(text)) {
-      if (!deferred) statements_of(text, l.line, out);
-      continue;
-    }
-    size_t colon = header_colon(text);
-    if (colon == std::string_view::npos) {  // `match = 3`, `case(x)`: not a header
-      if (!deferred) statements_of(text, l.line, out);
-      continue;
-    }
-    Block kind = block_kind(trim(text.substr(0, colon)));
-    std::string_view body = trim(text.substr(colon + 1));
-    if (body.empty()) {
-      blocks.push_back({l.indent, kind});
-    } else if (!deferred && kind == Block::Runs) {
-      statements_of(body, l.line, out);  // `try: import x`
-    }
-  }
+  for (ModuleStep& step : scan_module(source).steps)
+    if (step.callee.empty()) out.push_back(std::move(step.statement));
   return out;
 }
 
@@ -314,6 +481,8 @@ struct ImportWalker::Impl {
   Listener listener;
   std::set<std::string> started;   // modules whose body ran (or is running)
   std::set<std::string> packages;  // top-level names already announced
+  // Each module run: its module-level functions that import their argument.
+  std::map<std::string, std::map<std::string, ImportHelper>> helpers_of;
   size_t files_read = 0;
   u64 bytes_read = 0;
   bool cut = false;
@@ -455,8 +624,7 @@ struct ImportWalker::Impl {
       if (end >= t.size() || t[end] != q || end == i + 1) continue;
       const std::string name = t.substr(i + 1, end - i - 1);
       i = end;
-      if (std::isdigit(static_cast<unsigned char>(name[0])) || !tried.insert(name).second)
-        continue;
+      if (std::isdigit(static_cast<unsigned char>(name[0])) || !tried.insert(name).second) continue;
       const std::string sub = module + "." + name;
       if (!started.count(sub) && exists(sub)) run(sub, via);
     }
@@ -495,7 +663,15 @@ struct ImportWalker::Impl {
     // The package a relative import starts from.
     const std::string here =
         f.is_package ? module : module.substr(0, std::min(module.rfind('.'), module.size()));
-    for (const ImportStatement& s : module_level_imports(*text)) {
+    ModuleScan scan = scan_module(*text);
+    // Names this module's `from X import f` bound: f -> X, for its calls.
+    std::map<std::string, std::string> bound;
+    for (ModuleStep& step : scan.steps) {
+      const ImportStatement& s = step.statement;
+      if (!step.callee.empty()) {
+        call_import(step.callee, s.module, scan.helpers, bound, where(f, s.line));
+        continue;
+      }
       std::string base;
       if (s.level > 0) {
         base = here;
@@ -512,10 +688,42 @@ struct ImportWalker::Impl {
       } else {
         base = s.module;
       }
+      for (const std::string& n : s.names) bound[n] = base;
       import(base, s.names, where(f, s.line));
     }
+    helpers_of.emplace(module, std::move(scan.helpers));
     depth--;
     event(ImportEvent::Kind::ModuleDone, module, via);
+  }
+
+  // A module-level call with a literal first argument that imports it:
+  // importlib.import_module("x") and __import__("x") (absolute names only:
+  // a relative one depends on its `package=` argument), or a function of
+  // this module, or bound by `from X import f`, that imports its first
+  // parameter (an import helper, above).
+  void call_import(const std::string& callee, const std::string& literal,
+                   const std::map<std::string, ImportHelper>& local,
+                   const std::map<std::string, std::string>& bound, const std::string& via) {
+    if (callee == "importlib.import_module" || callee == "import_module" ||
+        callee == "__import__" || callee == "builtins.__import__") {
+      import(literal, {}, via);
+      return;
+    }
+    const ImportHelper* helper = nullptr;
+    if (auto it = local.find(callee); it != local.end()) {
+      helper = &it->second;
+    } else if (auto b = bound.find(callee); b != bound.end()) {
+      auto m = helpers_of.find(b->second);
+      if (m != helpers_of.end()) {
+        auto h = m->second.find(callee);
+        if (h != m->second.end()) helper = &h->second;
+      }
+    }
+    if (!helper) return;
+    if (helper->star)
+      import(literal, {"*"}, via);
+    else
+      import(literal, {}, via);
   }
 
   // An extension module's PyInit imports from C what no statement shows:
@@ -546,7 +754,7 @@ struct ImportWalker::Impl {
       ByteView ro = e.source().range(at_ro->offset, at_ro->size, ".rodata");
       std::string_view text(reinterpret_cast<const char*>(ro.data()), ro.size());
       bool cython = false;
-      std::map<u64, std::string> candidates;  // file offset of the string -> name
+      std::map<u64, std::string> candidates;    // file offset of the string -> name
       std::map<std::string_view, bool> judged;  // a name found by the import system?
       for (size_t at = 0; at < text.size();) {
         size_t end = text.find('\0', at);
@@ -559,8 +767,8 @@ struct ImportWalker::Impl {
         auto [it, fresh] = judged.emplace(str, false);
         if (fresh) {
           const std::string name(str);
-          it->second = !started.count(name) && resolve(name.substr(0, name.find('.'))) &&
-                       exists(name);
+          it->second =
+              !started.count(name) && resolve(name.substr(0, name.find('.'))) && exists(name);
         }
         if (it->second) candidates.emplace(offset, std::string(str));
       }
@@ -600,7 +808,8 @@ struct ImportWalker::Impl {
           continue;
         u32 disp = 0;
         for (int b = 0; b < 4; b++) disp |= u32{code.data()[i + 3 + b]} << (8 * b);
-        const u64 target = s.value + i + 7 + static_cast<u64>(static_cast<i64>(static_cast<int32_t>(disp)));
+        const u64 target =
+            s.value + i + 7 + static_cast<u64>(static_cast<i64>(static_cast<int32_t>(disp)));
         std::optional<u64> target_at = e.vaddr_to_offset(target);
         if (!target_at) continue;
         auto it = candidates.find(*target_at);
@@ -635,8 +844,7 @@ std::vector<ImportEvent> import_events(const host::Host& host, const ImportedPac
   if (pkg.kind != ImportKind::Package) return {};
   std::vector<ImportEvent> events;
   ImportWalker walk(
-      host,
-      [&](const std::string& top) { return top == pkg.import_name ? &pkg : nullptr; },
+      host, [&](const std::string& top) { return top == pkg.import_name ? &pkg : nullptr; },
       problems);
   walk.set_listener([&](const ImportEvent& e) {
     if (e.kind == ImportEvent::Kind::Extension ||

@@ -41,8 +41,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+import inroot  # noqa: E402
 import roots  # noqa: E402
-from mldtest import MLDOCTOR, check, clean_env, fail, finish, scratch  # noqa: E402
+from mldtest import MLDOCTOR, check, check_eq, clean_env, fail, finish, scratch  # noqa: E402
 
 NAMED = ["torch", "numpy", "scipy", "sklearn", "cv2", "numba"]
 MIXED = [["torch", "cv2"], ["cv2", "torch"], ["sklearn", "torch"], ["numba", "torch"]]
@@ -127,12 +128,16 @@ class Target:
     def __init__(self, name, root):
         self.name, self.root = name, root
 
-    def python(self, program, args=(), stdin="", env=None):
-        argv = ["/usr/bin/python3", "-c", program] + list(args)
+    def python(self, program, args=(), stdin="", env=None, binds=()):
+        return self.command(["/usr/bin/python3", "-c", program] + list(args), stdin, env, binds)
+
+    def command(self, argv, stdin="", env=None, binds=()):
+        """argv run in the target: here, or in the root with `binds`
+        ((host dir, dir in the root) pairs; here the host dir is used as is)."""
         if self.root is None:
             return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600,
                                   env=clean_env(**(env or {})), cwd="/tmp")
-        return roots.run(self.root, argv, input=stdin, timeout=600, env=env)
+        return roots.run(self.root, argv, input=stdin, timeout=600, env=env, binds=binds)
 
     def host_path(self, path):
         return path if self.root is None else os.path.join(self.root, path.lstrip("/"))
@@ -294,6 +299,104 @@ def native_loads(target, real, own, brought):
     return out
 
 
+# The RECORD-omits fixture: two extension modules of one package, each
+# calling into GNU OpenMP, one linked to the target's libgomp.so.1, the other
+# to a copy of it renamed as auditwheel renames what it vendors.
+OMP_MODULE = r'''
+#include <Python.h>
+int omp_get_max_threads(void);
+static PyObject* threads(PyObject* self, PyObject* args) { return PyLong_FromLong(omp_get_max_threads()); }
+static PyMethodDef methods[] = {{"threads", threads, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, NAME, NULL, -1, methods};
+PyMODINIT_FUNC INIT(void) { return PyModule_Create(&module); }
+'''
+COPY = "libgomp-deadbeef.so.1"
+
+
+def record_omits(target):
+    """A package whose RECORD lists only its __init__.py (an in-place build,
+    a hand copy): its two OpenMP extension modules must be replayed all the
+    same, both libgomp copies predicted as the real import maps them, and
+    OMP001 must name both."""
+    host_dir = scratch()
+    inside = host_dir if target.root is None else "/tmp/fx"
+    binds = [] if target.root is None else [(host_dir, inside)]
+    site = os.path.join(host_dir, "site")
+    pkg = os.path.join(site, "omitpkg")
+    os.makedirs(os.path.join(site, "omitpkg.libs"))
+    os.makedirs(os.path.join(site, "omitpkg-1.0.dist-info"))
+    p = target.python("import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'), "
+                      "sysconfig.get_paths()['include'])")
+    if not check_eq(p.returncode, 0, "%s: the target's EXT_SUFFIX (%s)" % (target.name, p.stderr)):
+        return
+    suffix, include = p.stdout.split()
+    os.makedirs(pkg)
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write("from . import _sys_omp\nfrom . import _copy_omp\n")
+    with open(os.path.join(pkg, "omp.c"), "w") as f:
+        f.write(OMP_MODULE)
+    shutil.copyfile(target.host_path("/usr/lib/x86_64-linux-gnu/libgomp.so.1"),
+                    os.path.join(site, "omitpkg.libs", COPY))
+    subprocess.run(["patchelf", "--set-soname", COPY, os.path.join(site, "omitpkg.libs", COPY)],
+                   check=True, timeout=60)
+    with open(os.path.join(site, "omitpkg-1.0.dist-info", "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: omitpkg\nVersion: 1.0\n")
+    with open(os.path.join(site, "omitpkg-1.0.dist-info", "RECORD"), "w") as f:
+        f.write("omitpkg/__init__.py,,\nomitpkg-1.0.dist-info/METADATA,,\n"
+                "omitpkg-1.0.dist-info/RECORD,,\n")
+    gcc = ["gcc", "-shared", "-fPIC", "-O1", "-I" + include, os.path.join(inside, "site/omitpkg/omp.c")]
+    for name, link in (("_sys_omp", ["-lgomp"]),
+                       ("_copy_omp", ["-L" + os.path.join(inside, "site/omitpkg.libs"), "-l:" + COPY,
+                                      "-Wl,-rpath,$ORIGIN/../omitpkg.libs"])):
+        p = target.command(gcc + ['-DNAME="%s"' % name, "-DINIT=PyInit_" + name, "-o",
+                                  os.path.join(inside, "site/omitpkg", name + suffix)] + link,
+                           binds=binds)
+        if not check_eq(p.returncode, 0, "%s: the target's gcc builds omitpkg.%s: %s"
+                        % (target.name, name, p.stderr[-1500:])):
+            return
+    env = {"PYTHONPATH": os.path.join(inside, "site")}
+    p = target.python(REAL, ["omitpkg"], env=env, binds=binds)
+    real = json.loads(p.stdout) if p.returncode == 0 else None
+    if not check(real is not None and not real["errors"], "%s: the real import omitpkg: %s %s"
+                 % (target.name, p.stderr[-1500:], real and real["errors"])):
+        return
+    gomps = sorted(path for path in real["mapped"].values() if "libgomp" in os.path.basename(path))
+    check_eq(len(gomps), 2, "%s: the real import maps two GNU OpenMP copies: %s" % (target.name, gomps))
+    argv = ["check", "--python", "/usr/bin/python3", "--import", "omitpkg", "--json"]
+    if target.root is None:
+        p = subprocess.run([MLDOCTOR] + argv, capture_output=True, text=True, timeout=300,
+                           env=clean_env(**env))
+    else:
+        p = roots.run(target.root, inroot.mldoctor_argv(MLDOCTOR, argv), env=env,
+                      binds=binds + inroot.mldoctor_binds(MLDOCTOR), timeout=300)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        fail("%s: check --import omitpkg: exit %d, no JSON\n%s" % (target.name, p.returncode, p.stderr[-2000:]))
+        return
+    def here(path):
+        """A path of the target as this machine reaches it."""
+        if path.startswith(inside + "/"):
+            return os.path.realpath(os.path.join(host_dir, os.path.relpath(path, inside)))
+        return os.path.realpath(target.host_path(path))
+
+    predicted = {here(o["path"]) for o in doc["imports"]["objects"]}
+    for path in sorted(here(m) for m in real["mapped"].values()):
+        if "omitpkg" in path or "libgomp" in os.path.basename(path):
+            check(path in predicted, "%s: RECORD omits it, the real import maps it, check --import "
+                  "omitpkg predicts it: %s" % (target.name, path))
+    omp = [f for f in doc["findings"] if f["rule"] == "OMP001"]
+    if check(len(omp) == 1, "%s: OMP001 for omitpkg's two copies; findings: %s"
+             % (target.name, [f["rule"] for f in doc["findings"]])):
+        text = json.dumps(omp[0])
+        check(COPY in text and "libgomp.so.1" in text, "%s: OMP001 names %s and libgomp.so.1: %s"
+              % (target.name, COPY, text[:600]))
+    check("not in omitpkg's RECORD" in json.dumps(doc),
+          "%s: the report says omitpkg's RECORD does not list the modules it replays" % target.name)
+    print("%s: omitpkg (RECORD lists neither extension module): the real import maps %s; check predicts "
+          "both, OMP001" % (target.name, ", ".join(os.path.basename(g) for g in gomps)))
+
+
 def run_target(target):
     t0 = time.monotonic()
     pkgs = native_packages(target)
@@ -318,6 +421,7 @@ for t in targets:
     if only and t.name.split()[0] not in only.split(","):
         continue
     run_target(t)
+    record_omits(t)
 
 for name in sorted({r[0] for r in results}):
     rs = [r for r in results if r[0] == name]
