@@ -39,7 +39,12 @@ namespace mld::pyenv {
 namespace {
 
 enum class StepType {
-  Extension,       // first existing of `names` (dotted module names)
+  Extension,  // first existing of `names` (dotted module names)
+  // names[0], an extension module loaded only where the walk reaches its
+  // package, in this order: when the walk loads a later Order step of the
+  // same package, this one loads first (what PyInits import that no statement
+  // shows); never added at the row's end.
+  Order,
   Library,         // names[0]: a path relative to the top-level package, ctypes-loaded
   Import,          // names[0]: a module imported here (a PyInit's import)
   Cv2Native,       // opencv's native module, wherever the layout puts it
@@ -76,11 +81,22 @@ const std::vector<PackageLoads>& load_table() {
          "torch._C"},
         {S::Extension, {"torch._C"}},
         {S::Import, {"numpy"}, "torch imports numpy after torch._C", {}, "torch._C"}}},
-      // numpy's other extension modules are left to the walk: numpy 1.x
-      // imports numpy.random and _multiarray_tests in its __init__, numpy 2
-      // only when first used (a row naming them over-predicted 11 loads of
-      // `import numpy` in Debian 13 and unstable).
-      {"numpy", {{S::Extension, {"numpy.core._multiarray_umath", "numpy._core._multiarray_umath"}}}},
+      // numpy 1.x imports numpy.random in its __init__ (numpy 2 only when
+      // first used): the walk decides whether it loads, the row its order
+      // (mtrand's Cython body imports _mt19937 first, which no statement
+      // shows). Rows that loaded them unconditionally over-predicted 11
+      // loads of `import numpy` in Debian 13 and unstable.
+      {"numpy",
+       {{S::Extension, {"numpy.core._multiarray_umath", "numpy._core._multiarray_umath"}},
+        {S::Order, {"numpy.random.mtrand"}},
+        {S::Order, {"numpy.random.bit_generator"}},
+        {S::Order, {"numpy.random._common"}},
+        {S::Order, {"numpy.random._bounded_integers"}},
+        {S::Order, {"numpy.random._mt19937"}},
+        {S::Order, {"numpy.random._philox"}},
+        {S::Order, {"numpy.random._pcg64"}},
+        {S::Order, {"numpy.random._sfc64"}},
+        {S::Order, {"numpy.random._generator"}}}},
       {"scipy", {{S::Import, {"numpy"}}, {S::Extension, {"scipy._lib._ccallback_c"}}}},
       {"cv2",
        {{S::Cv2Native, {}, "opencv's native module"},
@@ -111,7 +127,8 @@ const std::vector<PackageLoads>& load_table() {
         {S::Extension, {"numba.experimental.jitclass._box"}},
         {S::Import, {"scipy"}, "numba imports scipy when it is installed"},
         {S::NumbaThreading, {}}},
-       /*decided_by_row=*/{"numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool", "numba.np.ufunc.workqueue"}},
+       /*decided_by_row=*/
+       {"numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool", "numba.np.ufunc.workqueue"}},
       {"faiss",
        {{S::Import, {"numpy"}}, {S::FaissSwig, {}}},
        /*decided_by_row=*/{"faiss._swigfaiss", "faiss._swigfaiss_avx2", "faiss._swigfaiss_avx512"}},
@@ -139,7 +156,7 @@ struct ImportSetBuilder {
     for (const PackageLoads& row : load_table()) {
       for (std::string_view d : row.decided_by_row) decided.insert(std::string(d));
       for (const TableStep& st : row.steps)
-        if (st.type == StepType::Extension)
+        if (st.type == StepType::Extension || st.type == StepType::Order)
           for (std::string_view n : st.names) table_modules.insert(std::string(n));
     }
   }
@@ -216,21 +233,27 @@ struct ImportSetBuilder {
     for (const PackageLoads& row : load_table()) {
       if (!walker.started(std::string(row.import_name))) continue;
       auto names = [&](const TableStep& st) {
-        return st.type == StepType::Extension &&
+        return (st.type == StepType::Extension || st.type == StepType::Order) &&
                std::find(st.names.begin(), st.names.end(), module) != st.names.end();
       };
       auto at = std::find_if(row.steps.begin(), row.steps.end(), names);
       if (at == row.steps.end()) continue;
-      for (auto st = row.steps.begin(); st != at; ++st)
-        if (st->before.empty() && st->after.empty() && st->type != StepType::NumbaThreading)
-          do_step(row, *st);
+      const std::string package = module.substr(0, module.rfind('.'));
+      for (auto st = row.steps.begin(); st != at; ++st) {
+        if (!st->before.empty() || !st->after.empty() || st->type == StepType::NumbaThreading)
+          continue;
+        if (st->type == StepType::Order &&
+            (at->type != StepType::Order || !st->names[0].starts_with(package + ".")))
+          continue;
+        do_step(row, *st);
+      }
     }
   }
 
   // The row's own steps once its module has run: what the walk did not do.
   void row_steps(const PackageLoads& row) {
     for (const TableStep& st : row.steps)
-      if (st.before.empty() && st.after.empty()) do_step(row, st);
+      if (st.before.empty() && st.after.empty() && st.type != StepType::Order) do_step(row, st);
   }
 
   void do_step(const PackageLoads& row, const TableStep& step) {
@@ -239,6 +262,7 @@ struct ImportSetBuilder {
     const std::string& name = pkg->import_name;
     switch (step.type) {
       case StepType::Extension:
+      case StepType::Order:
         for (std::string_view alt : step.names)
           if (const NativeFile* f = extension(*pkg, alt)) {
             if (emitted_paths.count(f->path)) break;
@@ -312,10 +336,9 @@ struct ImportSetBuilder {
       return a.file->module < b.file->module;
     });
     for (const Ranked& r : ranked) {
-      std::string note =
-          r.group == 0 && r.file->module != pkg.import_name
-              ? "inferred: named in " + pkg.import_name + "/__init__.py"
-              : "inferred: an extension module of " + pkg.import_name;
+      std::string note = r.group == 0 && r.file->module != pkg.import_name
+                             ? "inferred: named in " + pkg.import_name + "/__init__.py"
+                             : "inferred: an extension module of " + pkg.import_name;
       note += "; no module-level import reaches it";
       emit(*r.file, pkg.import_name, LoadTime::AtImport, note, StepSource::Inferred);
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario
+# labels: slow scenario roots
 """The import replay of `mldoctor check --import SET` against the native
 objects a real `import SET` maps, on this machine's /usr/bin/python3 and in
 every Debian test root (bullseye, trixie, sid), for every package of the
@@ -22,8 +22,11 @@ threading layer) are loaded at first use, not at import: they never count
 against precision and a plain import is not expected to map them.
 
 Assertions: recall is 100% for every set (every object the real import maps
-outside CPython's own is predicted); each set's precision is printed, with
-the objects predicted but not mapped. A package whose real import fails in a
+outside CPython's own is predicted); every step the package table
+(src/pyenv/import-set.cc) adds at import is loaded by the real import in
+every target (issue 32 item 3: a row that disagrees anywhere is dropped or
+fixed); each set's precision is printed, with the objects predicted but not
+mapped. A package whose real import fails in a
 root (a missing optional dependency) is reported and not counted; at least
 the six named packages must be checkable in every target.
 
@@ -240,6 +243,19 @@ def compare(target, names, quiet_failure=False):
                                                        "" if i not in pred else ", predicted too"))
     for u in unmapped[:8]:
         print("    predicted, not mapped: %s" % u)
+    # Every row of the package table that the replay used loads for real here
+    # (issue 32 item 3: a row that disagrees with a real import in any root
+    # is dropped or fixed).
+    for st in doc["imports"]["steps"]:
+        # A step named by soname, not path, is numba's threading-layer probe
+        # (ctypes.CDLL("libtbb.so.12") at the first parallel call; the table's
+        # own libraries are paths in their package): not an at-import load.
+        if st.get("source") == "table" and "/" in st["path"] and st["path"] not in lazy and \
+                "first parallel call" not in (st.get("note") or ""):
+            i = real["predicted"].get(st["path"])
+            check(i in real["mapped"], "%s: import %s: the table's step %s (%s) is not loaded by "
+                  "the real import" % (target.name, ",".join(names), st.get("module") or st["path"],
+                                       st.get("note")))
     if not check(not missed, "%s: import %s maps %d objects check --import does not predict:\n    %s"
                  % (target.name, ",".join(names), len(missed), "\n    ".join(missed))):
         steps = doc["imports"]["steps"]

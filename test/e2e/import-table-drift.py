@@ -103,7 +103,9 @@ def table_entries():
     if start < 0 or end < 0:
         fail("cannot find load_table() in %s" % SRC)
         return []
-    return re.findall(r'^\s*\{"([\w.]+)",', text[start:end], re.M)
+    # An entry opens with its import name and then its steps ("{{" on the
+    # same line or the next); a list of names (decided_by_row) is not one.
+    return re.findall(r'^\s*\{"([\w.]+)",\s*\{\{', text[start:end], re.M)
 
 
 def is_runtime(name):
