@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""`mldoctor stacks PID` on a live CPython 3.14 process equals faulthandler,
-frame for frame, and the process runs on (issue 32, item 2f).
+"""`mldoctor stacks PID` on a live process of each Debian test root's own
+CPython equals faulthandler, frame for frame, and the process runs on
+(issue 32, item 2f): bullseye's, trixie's and sid's python3 (3.9, 3.13 and
+3.14 today; the version is read from the root's python3 link, never
+assumed), Debian's own builds of them.
 
-The interpreter: Debian unstable's python3.14, in the sid root of
-scripts/make-test-roots.sh ($MLD_TEST_ROOTS/sid, by default
-/var/cache/mldoctor/test-roots/sid). This machine (Debian 12) has no 3.14
-and sid's needs glibc 2.43, so it runs chrooted in that root, in a mount
-namespace of its own (the root untouched, a scratch directory on its /tmp,
-/proc and /dev bound in); mldoctor reads it from outside, by its pid. No
-3.14 there is a FAILURE that says so, never a skip. The root's debug build
-(python3.14d, package python3.14-dbg) is read the same way when the root
-has it.
+The roots: scripts/make-test-roots.sh's ($MLD_TEST_ROOTS/SUITE, by default
+/var/cache/mldoctor/test-roots/SUITE). This machine (Debian 12) has no 3.14
+and sid's needs glibc 2.43, so each interpreter runs chrooted in its root, in
+a mount namespace of its own (the root untouched, a scratch directory on its
+/tmp, /proc and /dev bound in); mldoctor reads it from outside, by its pid.
+A root without its python3 is a FAILURE that says so, never a skip. sid's
+debug build (python3.14d, package python3.14-dbg) is read the same way when
+the root has it.
 
 The target: threads stopped in C calls whose Python stacks cannot move
 until the test lets them (each blocked in os.read() on a pipe of its own,
@@ -35,7 +37,9 @@ the text output must show the JSON's frames. One exception, CPython's own:
 3.14.10's faulthandler stops a thread's dump with "<invalid frame>" right
 after the trampoline under a specialised __init__ (which it prints as
 `File "__init__", line ???`); there what it printed before must be ours, and
-the whole stack must be Python's own. Then the target must still be
+the whole stack must be Python's own. 3.13's faulthandler prints that
+trampoline as a frame and goes on: it is left out of faulthandler's list for
+that one thread, whose whole stack must be Python's own. Then the target must still be
 running, and SIGUSR2 lets it finish: it prints what it prints without us
 and exits 0.
 """
@@ -54,14 +58,19 @@ from faulthandler_dump import INVALID, json_frames, parse_dump  # noqa: E402
 from mldtest import MLDOCTOR, check, check_eq, fail, finish, scratch  # noqa: E402
 
 ROOTS = os.environ.get("MLD_TEST_ROOTS") or "/var/cache/mldoctor/test-roots"
-ROOT = os.path.join(ROOTS, "sid")
+SUITES = ("bullseye", "trixie", "sid")
 WORKERS = 9  # the kinds of Worker.run below
+# The frame faulthandler prints for CPython's trampoline under a specialised
+# __init__ (no code of the program's own; Python's traceback never shows it).
+SHIM = ("__init__", 0, "__init__")
 DEADLINE = 300  # seconds for any one wait: generous for a loaded 2-core machine
 
 # The system calls each thread blocks in, by architecture.
 SYSCALLS = {
-    "x86_64": {"read": 0, "clock_nanosleep": 230, "rt_sigtimedwait": 128},
-    "aarch64": {"read": 63, "clock_nanosleep": 115, "rt_sigtimedwait": 137},
+    # time.sleep() is select() before CPython 3.11 (pselect6 where glibc
+    # implements it so), clock_nanosleep() since.
+    "x86_64": {"read": (0,), "clock_nanosleep": (230,), "select": (23, 270), "rt_sigtimedwait": (128,)},
+    "aarch64": {"read": (63,), "clock_nanosleep": (115,), "select": (72,), "rt_sigtimedwait": (137,)},
 }
 
 TARGET = r'''
@@ -142,7 +151,7 @@ class Worker:
             block(fd)
 
 def sleeper():
-    announce("clock_nanosleep", 0, sys._getframe()); time.sleep(10 ** 6)
+    announce("clock_nanosleep" if sys.version_info >= (3, 11) else "select", None, sys._getframe()); time.sleep(10 ** 6)
 
 threads = []
 for kind in range(%WORKERS%):
@@ -247,10 +256,11 @@ def in_syscall(pid, tid, number, arg):
             fields = f.read().split()
     except OSError:
         return False
-    return len(fields) >= 2 and fields[0] == str(number) and (arg is None or int(fields[1], 16) == arg)
+    return len(fields) >= 2 and fields[0] in {str(n) for n in number} and \
+        (arg is None or int(fields[1], 16) == arg)
 
 
-def one(name, python):
+def one(name, python, root, minor):
     calls = SYSCALLS[platform.machine()]
     d = scratch()
     os.chmod(d, 0o755)
@@ -265,7 +275,7 @@ def one(name, python):
     out = os.path.join(d, "t")
     inside = "/tmp/mod\U0001f600/target.py"
     proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_ROOT, "sh",
-                             ROOT, d, python, inside, "/tmp/t"],
+                             root, d, python, inside, "/tmp/t"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         if not wait_for("the target's plan", lambda: os.path.exists(out + ".plan"), proc, name):
@@ -288,7 +298,10 @@ def one(name, python):
         check(process["cpython"], "%s: taken for CPython" % name)
         check(process.get("python_error") is None,
               "%s: read without error: %s" % (name, process.get("python_error")))
-        check(str(version).startswith("3.14."), "%s: read as CPython 3.14: %s" % (name, version))
+        # Before 3.11 `stacks` knows the minor version only (from the library's
+        # name); from 3.11 on, the full one the interpreter's debug offsets give.
+        check(str(version) == minor or str(version).startswith(minor + "."),
+              "%s: read as CPython %s: %s" % (name, minor, version))
         ours, raw = {}, {}
         for t in process["threads"]:
             check("python_note" not in t, "%s: thread %d read whole: %s" % (name, t["tid"], t.get("python_note")))
@@ -337,9 +350,16 @@ def one(name, python):
             theirs = parse_dump(f.read())
         check_eq(len(theirs), WORKERS + 2, "%s: threads in the process's own dump" % name)
         check_eq(sorted(ours), sorted(theirs), "%s: the same threads (by threading.get_ident())" % name)
-        same, cut = 0, 0
+        same, cut, shims = 0, 0, 0
         for ident, frames in theirs.items():
             mine = ours.get(ident, [])
+            # 3.13's faulthandler prints CPython's own trampoline under a
+            # specialised __init__ as a frame (File "__init__", line ???) and
+            # goes on; Python's own traceback (compared above, thread by
+            # thread) has no such frame, and neither has `stacks`.
+            if SHIM in frames and frames[-1:] != [INVALID]:
+                frames = [f for f in frames if f != SHIM]
+                shims += 1
             if frames[-1:] == [INVALID]:
                 # faulthandler gave up at a frame: 3.14.10's stops after the
                 # trampoline under a specialised __init__ (which it prints as
@@ -352,6 +372,7 @@ def one(name, python):
             elif check_eq(mine, frames, "%s: thread 0x%x frame for frame" % (name, ident)):
                 same += 1
         check(cut <= 1, "%s: faulthandler stopped at an invalid frame only under the specialised __init__" % name)
+        check(shims <= 1, "%s: faulthandler printed the trampoline only under the specialised __init__" % name)
         # The frames the target was written to have, as mldoctor read them.
         functions = {f[2] for frames in ours.values() for f in frames}
         for expected in ("deep", "caf\\xe9", "\\u51fd\\u6570", "gen", "coro", "_run_once", "run_until_complete",
@@ -366,8 +387,9 @@ def one(name, python):
         check(proc.poll() is None and state in "RS", "%s: the target still running after both reads (state %s)"
               % (name, state))
         print("%s (CPython %s): %d threads, %d frames (deepest %d); as faulthandler frame for frame: %d threads, "
-              "%d more up to where faulthandler stopped at <invalid frame>; as Python's own traceback: %d threads"
-              % (name, version, len(ours), frames, deepest, same, cut, own))
+              "%d more up to where faulthandler stopped at <invalid frame> (%d with faulthandler's trampoline "
+              "frame left out); as Python's own traceback: %d threads"
+              % (name, version, len(ours), frames, deepest, same, cut, shims, own))
         os.kill(proc.pid, signal.SIGUSR2)
         stdout, stderr = proc.communicate(timeout=DEADLINE)
         check_eq(proc.returncode, 0, "%s: the target ran on and exited 0 (stderr %s)" % (name, stderr.decode()))
@@ -381,20 +403,27 @@ def one(name, python):
 
 if platform.machine() not in SYSCALLS:
     fail("no system call numbers for %s in this test" % platform.machine())
-    finish("stacks-cpython314")
-python = os.path.join(ROOT, "usr/bin/python3.14")
-if not os.access(python, os.X_OK):
-    failed = os.path.join(ROOTS, "sid.FAILED")
-    why = ""
-    if os.path.exists(failed):
-        with open(failed, errors="replace") as f:
-            why = "\n%s says:\n%s" % (failed, f.read())
-    fail("no CPython 3.14 to test against: %s is not there or not executable (the sid root of "
-         "scripts/make-test-roots.sh; set MLD_TEST_ROOTS to the directory that holds sid/)%s" % (python, why))
-    finish("stacks-cpython314")
-one("python3.14", "/usr/bin/python3.14")
-if os.access(os.path.join(ROOT, "usr/bin/python3.14d"), os.X_OK):
-    one("python3.14d (debug build)", "/usr/bin/python3.14d")
-else:
-    print("python3.14d: not in %s (package python3.14-dbg), its check not run" % ROOT)
-finish("stacks-cpython314")
+    finish("stacks-roots")
+for suite in SUITES:
+    root = os.path.join(ROOTS, suite)
+    link = os.path.join(root, "usr/bin/python3")
+    target = os.readlink(link) if os.path.islink(link) else ""
+    m = re.match(r"^python(3\.\d+)$", os.path.basename(target))
+    if not m or not os.access(os.path.join(root, "usr/bin", os.path.basename(target)), os.X_OK):
+        failed = os.path.join(ROOTS, suite + ".FAILED")
+        why = ""
+        if os.path.exists(failed):
+            with open(failed, errors="replace") as f:
+                why = "\n%s says:\n%s" % (failed, f.read())
+        fail("%s: no CPython to test against: %s does not lead to an executable python3.X (the %s "
+             "root of scripts/make-test-roots.sh; set MLD_TEST_ROOTS to the directory that holds "
+             "%s/)%s" % (suite, link, suite, suite, why))
+        continue
+    minor = m.group(1)
+    one("%s python%s" % (suite, minor), "/usr/bin/python" + minor, root, minor)
+    debug = "/usr/bin/python%sd" % minor
+    if os.access(os.path.join(root, debug.lstrip("/")), os.X_OK):
+        one("%s python%sd (debug build)" % (suite, minor), debug, root, minor)
+    elif suite == "sid":
+        print("%s: %s not in the root (package python%s-dbg), its check not run" % (suite, debug, minor))
+finish("stacks-roots")
