@@ -419,10 +419,11 @@ void check_record(const host::Host& host, const Distribution& d, const ImportedP
     if (climbs || e.front() == '/') {
       // Library-only distributions (mkl, intel-openmp) place theirs in
       // <prefix>/lib on purpose; a package's own RECORD has no business there.
-      problems.push_back({record, "lists " + e + (climbs ? ", a path with \"..\"" : ", an absolute path") +
-                                      " (" + host::normalize_path(e.front() == '/' ? e : host::join_path(d.site_dir, e)) +
-                                      "): not read; only what the import system finds under " +
-                                      pkg.path + " is replayed"});
+      problems.push_back(
+          {record, "lists " + e + (climbs ? ", a path with \"..\"" : ", an absolute path") + " (" +
+                       host::normalize_path(e.front() == '/' ? e : host::join_path(d.site_dir, e)) +
+                       "): not read; only what the import system finds under " + pkg.path +
+                       " is replayed"});
       continue;
     }
     std::string p = host::normalize_path(host::join_path(d.site_dir, e));
@@ -491,8 +492,8 @@ Environment scan_with_facts(const host::Host& host, InterpreterChoice interprete
   auto stdlib_dir = [&](const std::string& dir) {
     if (dir.find("-packages") != std::string::npos) return false;
     for (const std::string& prefix : {env.python.base_prefix, env.python.prefix})
-      if (!prefix.empty() && (dir.starts_with(prefix + "/lib/python") ||
-                              dir.starts_with(prefix + "/lib64/python")))
+      if (!prefix.empty() &&
+          (dir.starts_with(prefix + "/lib/python") || dir.starts_with(prefix + "/lib64/python")))
         return true;
     return false;
   };

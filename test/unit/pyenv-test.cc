@@ -1208,40 +1208,39 @@ TEST(ImportSystem, StarImportLoadsTheSubmodulesAllNames) {
 // a def, and a computed name add nothing.
 TEST(ImportSystem, LiteralDynamicImportsAndImportHelpersFollowed) {
   Python311Tree py;
-  py.site(
-      {{"app/__init__.py",
-        "from ._internal import clone_module, plain\n"
-        "import importlib\n"
-        "__all__ = clone_module(\"lib\", globals())\n"
-        "x = plain('notthis')\n"
-        "importlib.import_module('direct'); __import__(\"dunder\")\n"
-        "importlib.import_module(name_of_it)\n"
-        "def later():\n    importlib.import_module('deferred')\n"
-        "from . import mod2\n"},
-       {"app/_internal.py",
-        "import importlib\n"
-        "def clone_module(mod_name: str, globals_: dict[str, object]) -> list[str]:\n"
-        "    \"\"\"Import everything from module.\"\"\"\n"
-        "    mod = importlib.import_module(mod_name)\n"
-        "    objs = {}\n"
-        "    exec(f\"from {mod.__name__} import *\", objs)\n"
-        "    return list(objs)\n"
-        "def plain(name):\n    return name.upper()\n"
-        "def load(m): return __import__(m)\n"},
-       {"app/mod2.py", "from ._internal import load\nload('viahelper')\n"},
-       {"lib/__init__.py", "__all__ = ['sub']\n"},
-       {"lib/sub/__init__.py", "from . import _s\n"},
-       {"lib/sub/_s", ""},
-       {"notthis/__init__.py", "from . import _n\n"},
-       {"notthis/_n", ""},
-       {"direct/_d", ""},
-       {"direct/__init__.py", "from . import _d\n"},
-       {"dunder/__init__.py", "from . import _u\n"},
-       {"dunder/_u", ""},
-       {"deferred/__init__.py", "from . import _x\n"},
-       {"deferred/_x", ""},
-       {"viahelper/__init__.py", "from . import _v\n"},
-       {"viahelper/_v", ""}});
+  py.site({{"app/__init__.py",
+            "from ._internal import clone_module, plain\n"
+            "import importlib\n"
+            "__all__ = clone_module(\"lib\", globals())\n"
+            "x = plain('notthis')\n"
+            "importlib.import_module('direct'); __import__(\"dunder\")\n"
+            "importlib.import_module(name_of_it)\n"
+            "def later():\n    importlib.import_module('deferred')\n"
+            "from . import mod2\n"},
+           {"app/_internal.py",
+            "import importlib\n"
+            "def clone_module(mod_name: str, globals_: dict[str, object]) -> list[str]:\n"
+            "    \"\"\"Import everything from module.\"\"\"\n"
+            "    mod = importlib.import_module(mod_name)\n"
+            "    objs = {}\n"
+            "    exec(f\"from {mod.__name__} import *\", objs)\n"
+            "    return list(objs)\n"
+            "def plain(name):\n    return name.upper()\n"
+            "def load(m): return __import__(m)\n"},
+           {"app/mod2.py", "from ._internal import load\nload('viahelper')\n"},
+           {"lib/__init__.py", "__all__ = ['sub']\n"},
+           {"lib/sub/__init__.py", "from . import _s\n"},
+           {"lib/sub/_s", ""},
+           {"notthis/__init__.py", "from . import _n\n"},
+           {"notthis/_n", ""},
+           {"direct/_d", ""},
+           {"direct/__init__.py", "from . import _d\n"},
+           {"dunder/__init__.py", "from . import _u\n"},
+           {"dunder/_u", ""},
+           {"deferred/__init__.py", "from . import _x\n"},
+           {"deferred/_x", ""},
+           {"viahelper/__init__.py", "from . import _v\n"},
+           {"viahelper/_v", ""}});
   std::vector<std::string> modules;
   for (const ImportStep& s : py.plan_app().steps)
     if (s.when == LoadTime::AtImport) modules.push_back(s.module);
