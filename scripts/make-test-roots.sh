@@ -2,8 +2,9 @@
 # Makes the minimal Debian roots that tests run real ML stacks in (issue 32):
 # bullseye (glibc 2.31, CPython 3.9, torch 1.7), trixie (2.41, 3.13, torch 2.6)
 # and sid (the newest), each with python3, torch, numba, numpy, scipy,
-# scikit-learn, OpenCV, threadpoolctl, LLVM's libomp, gcc/g++, ninja and the
-# Python headers (fixtures and torch's extension builder need the last three).
+# scikit-learn, OpenCV, threadpoolctl, LLVM's libomp, gcc/g++, ninja, the
+# Python headers and torch's C++ headers (fixtures and torch's extension
+# builder need the last four).
 #   scripts/make-test-roots.sh [SUITE...]           make or refresh (make test)
 #   scripts/make-test-roots.sh --check [SUITE...]   only say whether each root
 #                                                   in the cache is usable
@@ -53,9 +54,13 @@ case "${1:-}" in -*) echo "usage: $0 [--check|--offline] [SUITE...] | --key-pack
 SUITES=("$@")
 [ ${#SUITES[@]} -gt 0 ] || SUITES=(bullseye trixie sid)
 CACHE=${MLD_TEST_ROOTS:-/var/cache/mldoctor/test-roots}
-# What the tests need; libomp-dev is LLVM's OpenMP runtime of that suite.
+# What the tests need; libomp-dev is LLVM's OpenMP runtime of that suite;
+# libtorch-dev and pybind11-dev are the headers torch.utils.cpp_extension
+# compiles against (Debian's torch/include links into /usr/include);
+# Debian 11's and 13's cpp_extension imports setuptools when it loads.
 PKGS=(python3 python3-dev python3-torch python3-numba python3-numpy python3-scipy python3-sklearn
-      python3-opencv python3-threadpoolctl libomp-dev gcc g++ ninja-build)
+      python3-opencv python3-threadpoolctl libomp-dev gcc g++ ninja-build libtorch-dev pybind11-dev
+      python3-setuptools)
 # The versions that decide whether a root is current: what tests assert about
 # and the C library. A daily change of an unrelated sid library does not cost
 # a rebuild.

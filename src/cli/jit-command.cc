@@ -44,7 +44,8 @@ json extension_json(const jit::Extension& e) {
             {"holders", holders},
             {"holders_complete", e.lock->holders_complete},
             {"filesystem", e.lock->filesystem},
-            {"network_filesystem", e.lock->network_filesystem}};
+            {"network_filesystem", e.lock->network_filesystem},
+            {"advisory", e.lock->advisory}};
   }
   return {{"name", e.name},
           {"path", e.path},

@@ -329,7 +329,9 @@ Toolchain find_toolchain(const host::Host& host) {
   return t;
 }
 
-// The tag torch gives this environment's cache directory: py311_cpu, py311_cu121.
+// The tag torch gives this environment's cache directory: py311_cpu, py311_cu121,
+// py313t_cpu (torch 2.6 and later add sys.abiflags). Before torch 1.9 there is
+// no tag level: builds sit in the cache itself (Debian 11's torch 1.7).
 std::optional<std::string> current_tag(const JitOptions& o) {
   if (!o.python_tag) return std::nullopt;
   if (!o.torch_cuda) return *o.python_tag + "_cpu";
@@ -415,12 +417,42 @@ constexpr ModelArch kModelArches[] = {
 
 }  // namespace
 
+namespace {
+
+// sys.abiflags, read from the SOABI: "cpython-313td-x86_64-linux-gnu" -> "td"
+// (a free-threaded debug build); "" for a standard build.
+std::string abiflags(const std::string& soabi) {
+  if (!soabi.starts_with("cpython-")) return {};
+  size_t i = 8;
+  while (i < soabi.size() && std::isdigit(static_cast<unsigned char>(soabi[i]))) i++;
+  size_t end = i;
+  while (end < soabi.size() && std::isalpha(static_cast<unsigned char>(soabi[end]))) end++;
+  return soabi.substr(i, end - i);
+}
+
+}  // namespace
+
 void describe_environment(JitOptions& o, const host::Host& host, const pyenv::Environment& env) {
-  o.python_tag = "py" + std::to_string(env.python.major) + std::to_string(env.python.minor);
+  const pyenv::TorchBuild build = pyenv::torch_build(host, env);
+  // torch 2.6 and later add sys.abiflags (pytorch#136890: py313t for a
+  // free-threaded build, py314d for a debug one); a torch of unknown version
+  // is taken to be a current one.
+  const bool with_abiflags =
+      !build.major || *build.major > 2 || (*build.major == 2 && build.minor && *build.minor >= 6);
+  o.python_tag = "py" + std::to_string(env.python.major) + std::to_string(env.python.minor) +
+                 (with_abiflags ? abiflags(env.python.soabi) : "");
   o.program = env.python.executable.empty() ? env.interpreter.path : env.python.executable;
   const pyenv::ImportedPackage* torch = env.find_package("torch");
   o.torch_installed = torch != nullptr;
-  o.torch_cuda = pyenv::torch_build(host, env).cuda;
+  o.torch_cuda = build.cuda;
+  // _jit_compile's lock: `with FileLock(os.path.join(build_directory, 'lock'))`
+  // since pytorch#190543 (an OS advisory lock), FileBaton's O_EXCL file before.
+  if (torch) {
+    std::optional<std::string> text =
+        host.read_file(host::join_path(torch->path, "utils/cpp_extension.py"), 8u << 20);
+    o.torch_advisory_lock = text && text->find("with FileLock(") != std::string::npos &&
+                            text->find("FileBaton(") == std::string::npos;
+  }
   if (torch)
     for (const pyenv::NativeFile& f : torch->extension_modules)
       if (f.module == "torch._C") o.preload.push_back(f.path);
@@ -428,6 +460,7 @@ void describe_environment(JitOptions& o, const host::Host& host, const pyenv::En
 
 LockStatus lock_status(const LockState& lock) {
   if (!lock.holders.empty()) return LockStatus::Held;
+  if (lock.advisory) return LockStatus::Unlocked;
   return lock.network_filesystem ? LockStatus::Network : LockStatus::Stale;
 }
 
@@ -505,6 +538,10 @@ JitReport scan_locks(const host::Host& host, const JitOptions& options) {
 JitReport scan(const host::Host& host, const JitOptions& options) {
   JitReport r = scan_locks(host, options);
   check_modules(host, options, r.extensions);
+  // The lock protocol is the installed torch's for the builds it would use;
+  // another environment's builds (another tag) may be an older torch's.
+  for (Extension& e : r.extensions)
+    if (e.lock && e.for_this_environment) e.lock->advisory = options.torch_advisory_lock;
   r.toolchain = find_toolchain(host);
   r.torch_installed = options.torch_installed;
   r.torch_cuda = options.torch_cuda;
@@ -592,6 +629,11 @@ std::vector<FixAction> fix(const host::Host& host, const JitReport& report, bool
       a.action = "keep";
       a.reason = "held by pid " + std::to_string(l.holders.front().pid) + " (" +
                  l.holders.front().command + "): a build in progress";
+    } else if (status == LockStatus::Unlocked) {
+      a.action = "keep";
+      a.reason =
+          "torch's OS advisory lock (filelock), held by no process: the file blocks "
+          "nothing, and removing it could let two builds run at once";
     } else if (status == LockStatus::Network) {
       a.action = "keep";
       a.reason = "on " + l.filesystem + ": a builder on another node may hold it";

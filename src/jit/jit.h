@@ -46,12 +46,19 @@ struct LockState {
   bool holders_complete = true;
   std::string filesystem;  // fstype of the mount holding it, "" if unknown
   bool network_filesystem = false;
+  // The torch that uses this build directory takes an OS advisory lock
+  // (flock) on the file instead of FileBaton's O_EXCL create: since
+  // pytorch#190543 (Debian's 2.14) the file stays after every build, its
+  // presence blocks nothing, and the kernel frees the lock when its holder
+  // dies, so it is never stale.
+  bool advisory = false;
 };
 
 // What a lock means, from the facts above: a live process has it open (a
-// build in progress); no local process does but it is on a network
+// build in progress); an advisory lock no process holds (normal: blocks
+// nothing); no local process has a FileBaton lock but it is on a network
 // filesystem (a builder on another node may); or no process does (stale).
-enum class LockStatus { Held, Network, Stale };
+enum class LockStatus { Held, Unlocked, Network, Stale };
 LockStatus lock_status(const LockState& lock);
 
 struct Extension {
@@ -92,6 +99,9 @@ struct JitOptions {
   std::optional<std::string> python_tag;  // "py311" of the examined interpreter
   bool torch_installed = false;
   std::optional<std::string> torch_cuda;  // torch.version.cuda; nullopt: CPU build
+  // The installed torch's _jit_compile locks with filelock's FileLock, an OS
+  // advisory lock (read from torch/utils/cpp_extension.py), not FileBaton.
+  bool torch_advisory_lock = false;
   // For the stale-build check: the interpreter (loaded as the program) and
   // the modules the job has imported before loading an extension (torch._C).
   std::optional<std::string> program;
@@ -158,6 +168,9 @@ struct JitReport {
   // known of it and the toolchain is not compared with it.
   bool torch_installed = false;
   std::optional<std::string> torch_cuda;  // torch.version.cuda; nullopt: CPU build
+  // The installed torch's _jit_compile locks with filelock's FileLock, an OS
+  // advisory lock (read from torch/utils/cpp_extension.py), not FileBaton.
+  bool torch_advisory_lock = false;
   // TORCH_CUDA_ARCH_LIST as set (nullopt: unset), the architectures torch
   // reads from it (nullopt: malformed, ENV008's case), and the GPUs.
   std::optional<std::string> cuda_arch_list;

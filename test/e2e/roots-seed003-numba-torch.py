@@ -22,7 +22,11 @@ layer, which never touches libgomp) for OMP_NUM_THREADS in {unset, 1}:
     BEFORE to AFTER" in its message, and its fix (env_fix), applied for real,
     keeps torch's count;
   * no LD005 says numba's first parallel call would fail when the real call
-    loaded its layer.
+    loaded its layer;
+  * in the other order (numba's first parallel call before torch's first use
+    in the thread), THR002 says the change holds only "in threads where torch
+    already ran" exactly when torch's first use really re-applies its own
+    default (torch 2.6 and 2.14 do, 1.7 does not).
 Cases run two at a time, each in its own mount namespace."""
 import concurrent.futures
 import json
@@ -41,6 +45,11 @@ import torch; print(torch.get_num_threads())
 import numba; numba.get_num_threads(); print(torch.get_num_threads())
 print(numba.config.NUMBA_NUM_THREADS); print(numba.threading_layer())
 """
+# The other order: numba's first parallel call before torch's first use in
+# the thread. torch's lazy init may then re-apply torch's own default.
+NUMBA_FIRST = """
+import torch, numba; numba.get_num_threads(); print(torch.get_num_threads())
+"""
 SETTINGS = [{}, {"OMP_NUM_THREADS": "1"}, {"NUMBA_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}]
 LAYERS = [{}, {"NUMBA_THREADING_LAYER": "omp"}]
 
@@ -52,6 +61,14 @@ def real(root, env):
     if p.returncode != 0 or len(lines) != 4:
         return "the real run failed (exit %d)\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout, p.stderr[-2000:])
     return int(lines[0]), int(lines[1]), int(lines[2]), lines[3]
+
+
+def real_numba_first(root, env):
+    """torch's count when numba's first parallel call came first, or why not."""
+    p = roots.run(root, ["python3", "-c", NUMBA_FIRST], env=env, timeout=300)
+    if p.returncode != 0 or not p.stdout.strip().isdigit():
+        return "the real numba-first run failed (exit %d): %s" % (p.returncode, p.stderr[-1500:])
+    return int(p.stdout)
 
 
 def check_doc(root, env):
@@ -78,6 +95,8 @@ def case(suite, root, env):
                 k, _, v = setting.partition("=")
                 fix[k] = v
             fixed = (thr[0]["env_fix"], real(root, fix))
+        if thr:
+            fixed = (fixed, real_numba_first(root, env))
     return r, doc, fixed
 
 
@@ -114,6 +133,24 @@ def main():
         if found and changed:
             ok.append(mldtest.check_in("from %d to %d" % (before, after), found[0].get("message", ""),
                                        "%s THR002's message" % name))
+        numba_first = None
+        if found:
+            fixed, numba_first = fixed
+        if found and changed and numba_first is not None:
+            # THR002 says "in threads where torch already ran" exactly when
+            # torch's own first use, after numba's, really re-applied torch's
+            # count (torch 2.6, 2.14), and not when numba's count stuck (1.7).
+            if isinstance(numba_first, str):
+                mldtest.fail("%s %s" % (name, numba_first))
+            else:
+                reapplied = numba_first == before
+                says = "in threads where torch already ran" in found[0].get("message", "")
+                print("%s real, numba first: torch %d (%s)" % (name, numba_first, "torch re-applied its default"
+                                                              if reapplied else "numba's count"))
+                ok.append(mldtest.check(says == reapplied, "%s numba first, torch's first use gave %d (torch's own %d): "
+                                        "THR002 %s the order matters: %s" % (name, numba_first, before,
+                                                                            "says" if says else "does not say",
+                                                                            found[0].get("message"))))
         if fixed:
             settings, fr = fixed
             if isinstance(fr, str):

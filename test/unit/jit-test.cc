@@ -109,6 +109,35 @@ TEST(JitScan, FindsEveryRootAndLayout) {
   EXPECT_EQ(mega->root_kind, "megatron fused_kernels");
 }
 
+// The tag level torch names the cache directory with: sys.abiflags joined
+// the Python part in torch 2.6 (pytorch#136890), so a free-threaded or debug
+// interpreter's builds sit in py313t_cpu / py314d_cpu there, and in
+// py313_cpu with an older torch; a torch of unknown version is a current one.
+TEST(JitTag, AbiflagsFromTorch26On) {
+  Tree t;
+  auto tag_for = [&](const std::string& soabi, std::optional<std::string> torch_version) {
+    pyenv::Environment env;
+    env.python.major = 3;
+    env.python.minor = 13;
+    env.python.soabi = soabi;
+    if (torch_version) {
+      pyenv::ImportedPackage torch;
+      torch.import_name = "torch";
+      torch.path = "/no/torch";  // no version.py: the distribution's version
+      torch.version = torch_version;
+      env.packages.push_back(torch);
+    }
+    jit::JitOptions o;
+    jit::describe_environment(o, t.host(), env);
+    return o.python_tag.value_or("(none)");
+  };
+  EXPECT_EQ(tag_for("cpython-313t-x86_64-linux-gnu", std::string("2.6.0")), "py313t");
+  EXPECT_EQ(tag_for("cpython-313td-x86_64-linux-gnu", std::string("2.14.1+dfsg")), "py313td");
+  EXPECT_EQ(tag_for("cpython-313t-x86_64-linux-gnu", std::string("2.5.1")), "py313");
+  EXPECT_EQ(tag_for("cpython-313-x86_64-linux-gnu", std::string("2.6.0")), "py313");
+  EXPECT_EQ(tag_for("cpython-313d-x86_64-linux-gnu", std::nullopt), "py313d");
+}
+
 TEST(JitScan, HolderStaleAndNetworkLocks) {
   Tree t;
   jit::JitOptions o;
@@ -176,6 +205,52 @@ TEST(JitFix, RemovesOnlyTheStaleLockAndSaysWhyOthersStay) {
             0);
   EXPECT_EQ(access((t.root() + "/ext/x2/lock").c_str(), F_OK), 0);
   EXPECT_EQ(access((t.root() + "/job/megatron/fused_kernels/build/lock").c_str(), F_OK), 0);
+}
+
+// torch since pytorch#190543 (Debian's 2.14) locks a build directory with
+// filelock's FileLock, an OS advisory lock: the file stays after every build
+// and blocks nothing. Under that torch a lock no process holds is neither
+// JIT001 nor removed by --fix; one held open is JIT002 without calling every
+// opener the builder (waiters have it open too). Another tag's builds belong
+// to another environment, whose torch may be older: their lock is judged as
+// FileBaton's.
+TEST(JitAdvisoryLock, NeverStaleNeverRemovedUnderFileLockTorch) {
+  Tree t;
+  t.file("/home/u/.cache/torch_extensions/py310_cpu/old/lock");
+  jit::JitOptions o;
+  o.cwd = "/job";
+  o.python_tag = "py311";
+  o.torch_advisory_lock = true;
+  host::Host h = t.host();
+  jit::JitReport r = jit::scan(h, o);
+  const jit::Extension* adam = find(r, "fused_adam");
+  ASSERT_TRUE(adam && adam->lock);
+  EXPECT_TRUE(adam->lock->advisory);
+  EXPECT_EQ(jit::lock_status(*adam->lock), jit::LockStatus::Unlocked);
+  const jit::Extension* old = find(r, "old");
+  ASSERT_TRUE(old && old->lock);
+  EXPECT_FALSE(old->lock->advisory);
+
+  detect::Facts facts;
+  facts.jit = &r;
+  std::vector<std::string> stale, held;
+  for (Finding& f : detect::findings(detect::run_detectors(facts), rules::RuleSet())) {
+    if (f.rule == "JIT001") stale.push_back(f.subject);
+    if (f.rule == "JIT002") held.push_back(f.message);
+  }
+  EXPECT_EQ(stale,
+            (std::vector<std::string>{"/home/u/.cache/torch_extensions/py310_cpu/old/lock"}));
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_NE(held[0].find("OS advisory lock"), std::string::npos) << held[0];
+
+  for (const jit::FixAction& a : jit::fix(h, r, /*dry_run=*/false))
+    if (a.path.ends_with("/fused_adam/lock")) {
+      EXPECT_EQ(a.action, "keep");
+      EXPECT_NE(a.reason.find("advisory"), std::string::npos) << a.reason;
+    }
+  EXPECT_EQ(access((t.root() + "/home/u/.cache/torch_extensions/py311_cpu/fused_adam/lock").c_str(),
+                   F_OK),
+            0);
 }
 
 TEST(JitFix, NeverRemovesALinksTarget) {

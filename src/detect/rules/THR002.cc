@@ -8,6 +8,7 @@
 // why and asks to pin both pools to one value: never a silent "no findings"
 // on seed 003.
 #include <algorithm>
+#include <cstdio>
 
 #include "detect/detect.h"
 
@@ -36,10 +37,32 @@ MLD_DETECTOR(THR002) {
   f.subject = "torch.get_num_threads()";
   const std::string torch_line =
       torch.rule.empty() ? std::string("torch") : "torch's rule: " + torch.rule;
+  // torch's first use in a thread (a parallel op, get_num_threads(),
+  // set_num_threads()) runs its lazy init. In torch 2.6 and 2.14 (Debian 13
+  // and unstable, measured) that re-applies torch's own default, so numba's
+  // count replaces torch's only in a thread where torch already ran before
+  // numba's first parallel call; 1.7 and 1.13 keep numba's count in either
+  // order. 2.0-2.5 were not measured (Debian ships none).
+  int torch_major = -1, torch_minor = -1;
+  if (facts.torch_store)
+    std::sscanf(facts.torch_store->version.c_str(), "%d.%d", &torch_major, &torch_minor);
+  const bool reapplies = torch_major > 2 || (torch_major == 2 && torch_minor >= 6);
+  const bool unmeasured = torch_major == 2 && torch_minor < 6;
+  const std::string order_line =
+      reapplies ? "torch " + facts.torch_store->version +
+                      ": its first use in a thread re-applies its own default (lazy init), so "
+                      "numba's count replaces torch's only in threads where torch ran before "
+                      "numba's first parallel call (measured in torch 2.6 and 2.14)"
+      : unmeasured ? "torch " + facts.torch_store->version +
+                         ": whether its first use in a thread re-applies its default was not "
+                         "measured (torch 2.6 and 2.14 do; 1.7 and 1.13 keep numba's count)"
+                   : std::string();
   if (torch.count && after) {
     f.message = "numba's OpenMP threading layer would change torch's thread count from " +
                 std::to_string(*torch.count) + " to " + std::to_string(*after) +
-                " at numba's first parallel call: both run on " + gomp;
+                " at numba's first parallel call" +
+                (reapplies ? std::string(" in threads where torch already ran") : std::string()) +
+                ": both run on " + gomp;
     f.evidence.push_back(
         {"torch: " + std::to_string(*torch.count) + " (" + torch.basis + ")", "", std::nullopt});
     f.evidence.push_back(
@@ -48,6 +71,7 @@ MLD_DETECTOR(THR002) {
     f.evidence.push_back(
         {omppool + " and torch resolve libgomp.so.1 to " + gomp, "", std::nullopt});
     f.evidence.push_back({torch_line, "", std::nullopt});
+    if (!order_line.empty()) f.evidence.push_back({order_line, "", std::nullopt});
     for (const std::string& e : torch.evidence) f.evidence.push_back({e, "", std::nullopt});
     f.fix = "export NUMBA_NUM_THREADS=" + std::to_string(*torch.count) +
             " so numba asks for torch's count; or call torch.set_num_threads() after numba's first "

@@ -1,7 +1,8 @@
 """The Debian test roots of scripts/make-test-roots.sh, for end-to-end tests
 (not a test itself): bullseye, trixie and sid, each a minimal root with
 python3, torch, numba, numpy, scipy, scikit-learn, OpenCV, threadpoolctl,
-LLVM's libomp, gcc/g++ and ninja, cached in $MLD_TEST_ROOTS (default
+LLVM's libomp, gcc/g++, ninja and torch's C++ headers (libtorch-dev,
+pybind11-dev), cached in $MLD_TEST_ROOTS (default
 /var/cache/mldoctor/test-roots). `make test` makes them before the tests run.
 
 - root(suite): the root's path, or the test FAILS (exit 1) with why it is not
