@@ -58,6 +58,7 @@ print(json.dumps({"build_dir": d, "torch": torch.__version__,
 LOAD = r'''
 import signal, sys; signal.alarm(%d)
 import torch.utils.cpp_extension as ce
+print("LOADING", flush=True)
 m = ce.load_inline(name=sys.argv[1], cpp_sources="int f() { return 42; }", functions=["f"],
                    verbose=True)
 print("RESULT", m.f(), m.__file__, flush=True)
@@ -129,6 +130,14 @@ def one(suite):
                                   stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                   start_new_session=True)
     try:
+        # HANG counts from the moment torch is imported and load_inline is
+        # called (importing torch alone can take longer on a busy machine).
+        deadline = time.monotonic() + BUILD
+        while waiter.poll() is None and time.monotonic() < deadline:
+            with open(out_path, "rb") as f:
+                if b"LOADING" in f.read():
+                    break
+            time.sleep(0.1)
         time.sleep(HANG)
         hung = waiter.poll() is None and not os.path.exists(ninja_file)
         rc, doc = jit_json(root, d, suite + " (load started behind the lock file)")
