@@ -28,19 +28,17 @@ doctor: build
 # reused in $MLD_TEST_ROOTS, by default /var/cache/mldoctor/test-roots
 # (scripts/make-test-roots.sh). A failed download makes the tests that need
 # it fail with what could not be fetched.
-test: build
-	@scripts/fetch-test-debs.sh $(BUILD)/test-debs
-	@scripts/make-test-roots.sh
+# The downloads and roots are made while the code compiles
+# (scripts/build-with-test-data.sh).
+test: deps
+	@scripts/build-with-test-data.sh $(BUILD) $(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Every test again (but the Debian-root oracles, label "roots") in a build with ASan, UBSan and LeakSanitizer
 # (build-sanitize/); fails on any sanitizer report (scripts/test-sanitize.sh).
 SANITIZE_BUILD ?= build-sanitize
 test-sanitize: deps
-	@cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DMLD_SANITIZE=ON >/dev/null
-	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
-	@scripts/fetch-test-debs.sh $(SANITIZE_BUILD)/test-debs
-	@scripts/make-test-roots.sh
+	@scripts/build-with-test-data.sh $(SANITIZE_BUILD) $(JOBS) -DMLD_SANITIZE=ON
 	@scripts/test-sanitize.sh $(SANITIZE_BUILD)
 
 # Everything but the scenario tests labelled "slow".

@@ -11,6 +11,9 @@
 # only mldoctor's own short runs, and twice they would not fit CI's 90
 # minutes. The sanitized binary still runs inside the roots in
 # e2e-roots-smoke and e2e-roots-bad-input, which carry no such label.
+# Tests labelled "python-bound" (test/CMakeLists.txt) are left out too: their
+# minutes are Python's own, and the binary's paths they take other tests
+# take under the sanitizers here.
 set -euo pipefail
 build=${1:-build-sanitize}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +23,7 @@ rm -f "$reports"/*
 export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:check_initialization_order=1:strict_init_order=1"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
 rc=0
-(cd "$build" && ctest --output-on-failure -j "${JOBS:-$(nproc)}" -LE roots) || rc=$?
+(cd "$build" && ctest --output-on-failure -j "${JOBS:-$(nproc)}" -LE "roots|python-bound") || rc=$?
 if compgen -G "$reports/*" >/dev/null; then
   for f in "$reports"/*; do echo "=== $f"; cat "$f"; done
   echo "test-sanitize: sanitizer reports above (in $reports)" >&2
