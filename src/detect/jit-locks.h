@@ -1,6 +1,7 @@
 // jit-locks.h — what the three lock rules (JIT001 stale, JIT002 held,
 // JIT003 on a network filesystem) say alike about a torch extension build
-// lock: its path as the subject, its build directory, age and filesystem.
+// lock: its path as the subject, its build directory, age and filesystem;
+// and the evidence the toolchain rules escalate on (builds in sight).
 #pragma once
 
 #include <string>
@@ -8,6 +9,16 @@
 #include "detect/detect.h"
 
 namespace mld::detect {
+
+// "3 extension builds in sight, e.g. <path>": why a toolchain rule is an
+// error here (the next load() builds); nullopt when the scan found none.
+inline std::optional<Evidence> builds_in_sight(const jit::JitReport& r) {
+  if (r.extensions.empty()) return std::nullopt;
+  const size_t n = r.extensions.size();
+  return Evidence{std::to_string(n) + " extension build" + (n == 1 ? "" : "s") +
+                      " in sight, e.g. " + r.extensions.front().path,
+                  "", std::nullopt};
+}
 
 inline std::string lock_age_text(std::optional<i64> s) {
   if (!s) return "of unknown age";

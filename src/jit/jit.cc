@@ -14,6 +14,10 @@
 // FileBaton keeps the O_EXCL descriptor until it removes the file. Waiters
 // only poll os.path.exists and hold nothing.
 //
+// Before any build, `import torch.utils.cpp_extension` itself must work:
+// its module-level imports of setuptools and friends are read from the file
+// and looked for on the interpreter's sys.path (MissingImport).
+//
 // Symbolic links: caches are often linked to scratch or shared storage (the
 // build directory, the tag level, the root, or a directory above). torch
 // follows every link, so the scan does too, recording them; a link that
@@ -430,6 +434,65 @@ std::string abiflags(const std::string& soabi) {
   return soabi.substr(i, end - i);
 }
 
+// Whether `import <top>` finds something on sys.path as importlib's
+// FileFinder would for a pure-Python module: a package or namespace
+// directory, or <top>.py. nullopt when it cannot be told: an entry that is a
+// zip or egg file (zipimport), or no sys.path at all.
+std::optional<bool> module_on_sys_path(const host::Host& host,
+                                       const std::vector<std::string>& sys_path,
+                                       const std::string& top) {
+  if (sys_path.empty()) return std::nullopt;
+  bool unknown = false;
+  for (const std::string& dir : sys_path) {
+    if (dir.empty()) continue;  // the current directory: the job's, not known here
+    const host::FileKind kind = host.stat(dir).kind;
+    if (kind == host::FileKind::Regular) unknown = true;  // a zip on sys.path
+    if (kind != host::FileKind::Directory) continue;
+    const std::string base = host::join_path(dir, top);
+    if (host.stat(base).kind == host::FileKind::Directory ||
+        host.stat(base + ".py").kind == host::FileKind::Regular)
+      return true;
+  }
+  if (unknown) return std::nullopt;
+  return false;
+}
+
+// The third-party modules torch/utils/cpp_extension.py imports at load that
+// no sys.path entry holds (MissingImport).
+std::vector<MissingImport> missing_imports(const host::Host& host, const pyenv::Environment& env,
+                                           const std::string& file, const std::string& text) {
+  static const std::set<std::string> third_party = {"setuptools", "pkg_resources", "packaging",
+                                                    "typing_extensions", "filelock"};
+  std::vector<MissingImport> out;
+  std::set<std::string> seen;
+  for (const pyenv::ImportStatement& st : pyenv::module_level_imports(text)) {
+    if (st.level != 0 || st.line == 0) continue;
+    const std::string top = st.module.substr(0, st.module.find('.'));
+    if (!third_party.count(top) || seen.count(top)) continue;
+    // The statement's own line, unindented: one inside try/except or an if
+    // at module level may be guarded.
+    size_t begin = 0;
+    for (size_t n = 1; n < st.line && begin != std::string::npos; n++) {
+      begin = text.find('\n', begin);
+      if (begin != std::string::npos) begin++;
+    }
+    if (begin == std::string::npos) continue;
+    const std::string line = text.substr(begin, text.find('\n', begin) - begin);
+    if (!line.starts_with("import ") && !line.starts_with("from ")) continue;
+    seen.insert(top);
+    if (module_on_sys_path(host, env.python.sys_path, top).value_or(true)) continue;
+    MissingImport m;
+    m.module = top;
+    m.statement = line.substr(0, line.find('#'));  // without a trailing comment
+    m.statement.erase(m.statement.find_last_not_of(" \t\r") + 1);
+    m.file = file;
+    m.line = st.line;
+    m.searched = env.python.sys_path.size();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace
 
 void describe_environment(JitOptions& o, const host::Host& host, const pyenv::Environment& env) {
@@ -448,10 +511,14 @@ void describe_environment(JitOptions& o, const host::Host& host, const pyenv::En
   // _jit_compile's lock: `with FileLock(os.path.join(build_directory, 'lock'))`
   // since pytorch#190543 (an OS advisory lock), FileBaton's O_EXCL file before.
   if (torch) {
-    std::optional<std::string> text =
-        host.read_file(host::join_path(torch->path, "utils/cpp_extension.py"), 8u << 20);
+    const std::string cpp_extension = host::join_path(torch->path, "utils/cpp_extension.py");
+    std::optional<std::string> text = host.read_file(cpp_extension, 8u << 20);
     o.torch_advisory_lock = text && text->find("with FileLock(") != std::string::npos &&
                             text->find("FileBaton(") == std::string::npos;
+    if (text) o.cpp_extension_missing = missing_imports(host, env, cpp_extension, *text);
+    o.installer.debian_system = torch->site_dir == "/usr/lib/python3/dist-packages";
+    o.installer.pip = module_on_sys_path(host, env.python.sys_path, "pip").value_or(true);
+    o.installer.python = o.program ? *o.program : std::string("python3");
   }
   if (torch)
     for (const pyenv::NativeFile& f : torch->extension_modules)
@@ -545,6 +612,8 @@ JitReport scan(const host::Host& host, const JitOptions& options) {
   r.toolchain = find_toolchain(host);
   r.torch_installed = options.torch_installed;
   r.torch_cuda = options.torch_cuda;
+  r.cpp_extension_missing = options.cpp_extension_missing;
+  r.installer = options.installer;
   r.cuda_arch_list = host.getenv("TORCH_CUDA_ARCH_LIST");
   if (r.cuda_arch_list) r.cuda_archs = parse_cuda_arch_list(*r.cuda_arch_list);
   for (const std::string& m : options.gpu_models) r.gpus.push_back({m, compute_capability(m)});

@@ -93,6 +93,35 @@ struct Toolchain {
   std::optional<int> gcc_major;
 };
 
+// A module that torch/utils/cpp_extension.py imports when it loads (at
+// module level, not indented: no try/except, not under TYPE_CHECKING) and
+// that no entry of the interpreter's sys.path holds: `import
+// torch.utils.cpp_extension` raises ModuleNotFoundError, so load(),
+// load_inline(), BuildExtension and torch.compile's C++ code on CPU
+// (inductor's cpp_builder imports it) fail before anything is built. Only
+// the third-party modules torch releases import there are looked for:
+// setuptools (Python 3.12+ venvs and uv's venvs no longer seed it; torch's
+// wheels require it only on 3.12+; Debian 11's and 13's python3-torch do
+// not depend on it), pkg_resources (torch 1.13's `from pkg_resources
+// import packaging`; setuptools 82 no longer ships it), packaging,
+// typing_extensions, filelock.
+struct MissingImport {
+  std::string module;     // top-level name: "setuptools"
+  std::string statement;  // the line as written: "import setuptools"
+  std::string file;       // torch/utils/cpp_extension.py
+  size_t line = 0;        // 1-based
+  size_t searched = 0;    // sys.path entries looked in
+};
+
+// How packages get into the examined environment, for the fix of a missing
+// module: Debian's system Python (torch under /usr/lib/python3/dist-packages,
+// apt-get), else the interpreter's pip, else neither (a uv venv seeds no pip).
+struct PackageInstaller {
+  bool debian_system = false;  // torch is Debian's python3-torch
+  bool pip = false;            // pip is importable by the interpreter
+  std::string python;          // the interpreter, for `<python> -m pip`
+};
+
 struct JitOptions {
   std::vector<std::string> paths;         // --path
   std::string cwd;                        // for megatron/fused_kernels/build
@@ -108,6 +137,9 @@ struct JitOptions {
   std::vector<std::string> preload;
   // The GPUs' model names (/proc/driver/nvidia), for TORCH_CUDA_ARCH_LIST.
   std::vector<std::string> gpu_models;
+  // What importing torch.utils.cpp_extension needs and the environment lacks.
+  std::vector<MissingImport> cpp_extension_missing;
+  PackageInstaller installer;
 };
 
 // Compute capability ("9.0") of an NVIDIA GPU from its model name, for the
@@ -176,6 +208,9 @@ struct JitReport {
   std::optional<std::string> cuda_arch_list;
   std::optional<std::vector<CudaArch>> cuda_archs;
   std::vector<GpuArch> gpus;
+  // From JitOptions: what `import torch.utils.cpp_extension` lacks here.
+  std::vector<MissingImport> cpp_extension_missing;
+  PackageInstaller installer;
 };
 
 // Where the lock at `path` is among report.extensions (the order the scan

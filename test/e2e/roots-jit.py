@@ -28,11 +28,24 @@ In each root, with HOME on a scratch directory (never a real cache):
    imported and no finding at warning or above (a lock file left by a
    successful advisory-lock build included).
 
+0. First contact without setuptools (JIT024): a venv of the root's python3
+   (`venv --without-pip`, as uv makes them: no pip, no setuptools) whose
+   site-packages links every entry of the root's dist-packages but
+   setuptools, pkg_resources and _distutils_hack. The real `import
+   torch.utils.cpp_extension` there is the oracle: it fails with "No module
+   named 'M'", and `mldoctor jit --python <venv>/bin/python` must report
+   JIT024 for exactly M, at the line of cpp_extension.py that imports it,
+   with the uv command (the venv has no pip) as the fix; the root's own
+   python3, which has setuptools, must not get JIT024. Then M is linked in,
+   as installing it would, and both the real import and mldoctor agree it
+   works.
+
 mldoctor runs inside each root (test/e2e/lib/inroot.py), so HOME, the
 interpreter, its torch and /proc are the ones the real load sees.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -94,12 +107,84 @@ def extension(doc, name):
     return None
 
 
+# A venv whose site-packages links the root's dist-packages but setuptools
+# and what comes with it; prints the venv's site-packages directory.
+NO_SETUPTOOLS = r'''
+import os, sys, sysconfig
+venv = sys.argv[1]
+site = sysconfig.get_path("purelib", vars={"base": venv, "platbase": venv})
+dist = "/usr/lib/python3/dist-packages"
+left_out = ("setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence")
+for name in sorted(os.listdir(dist)):
+    if not name.startswith(left_out):
+        os.symlink(os.path.join(dist, name), os.path.join(site, name))
+print(site)
+'''
+
+IMPORT = "import torch.utils.cpp_extension; print('IMPORTED')"
+
+
+def without_setuptools(suite, root, d, binds, env):
+    """Part 0: torch.utils.cpp_extension in an environment without setuptools."""
+    venv = HOME + "/nost"
+    python = venv + "/bin/python"
+    p = roots.run(root, ["/usr/bin/python3", "-m", "venv", "--without-pip", venv], binds=binds, env=env,
+                  timeout=120)
+    if not check_eq(p.returncode, 0, "%s: venv --without-pip (stderr %s)" % (suite, p.stderr[-800:])):
+        return
+    p = roots.run(root, [python, "-c", NO_SETUPTOOLS, venv], binds=binds, env=env, timeout=120)
+    if not check_eq(p.returncode, 0, "%s: linking dist-packages into the venv (stderr %s)" % (suite, p.stderr[-800:])):
+        return
+    site = p.stdout.strip()
+    real = roots.run(root, [python, "-c", IMPORT], binds=binds, env=env, timeout=300)
+    missing = re.search(r"No module named '([\w.]+)'", real.stderr)
+    if not check(real.returncode != 0 and missing, "%s: the real import of torch.utils.cpp_extension without "
+                 "setuptools fails with ModuleNotFoundError (exit %d)\n%s"
+                 % (suite, real.returncode, (real.stdout + real.stderr)[-1500:])):
+        return
+    module = missing.group(1).split(".")[0]
+    where = re.findall(r'File "([^"]*cpp_extension\.py)", line (\d+)', real.stderr)
+    argv = inroot.mldoctor_argv(MLDOCTOR, ["jit", "--python", python, "--json"])
+    mld_binds = binds + inroot.mldoctor_binds(MLDOCTOR)
+    p = roots.run(root, argv, binds=mld_binds, env=env, timeout=300)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        fail("%s: mldoctor jit --python %s --json: exit %d\n%s" % (suite, python, p.returncode, p.stderr[-1500:]))
+        return
+    found = [x for x in doc.get("findings", []) if x["rule"] == "JIT024"]
+    if check_eq([x.get("subject") for x in found], [module], "%s: JIT024 for the module the real import misses "
+                "(its error: %s)" % (suite, missing.group(0))):
+        f = found[0]
+        check_in("uv pip install --python %s " % python, f.get("fix", ""),
+                 "%s: JIT024's fix for a venv without pip" % suite)
+        if where:
+            lines = [str(e.get("line")) for e in f.get("evidence", []) if e.get("file", "").endswith("cpp_extension.py")]
+            check_eq(lines, [where[-1][1]], "%s: JIT024's evidence is the line the real traceback names" % suite)
+        check_eq(f.get("severity"), "warning", "%s: JIT024 with no extension build in sight" % suite)
+    # The module made importable as an install would (its directory linked in).
+    for name in ("setuptools", "pkg_resources", "_distutils_hack"):
+        src = "/usr/lib/python3/dist-packages/" + name
+        if os.path.exists(os.path.join(root, src.lstrip("/"))):
+            os.symlink(src, host_path(d, os.path.join(site, name)))
+    real = roots.run(root, [python, "-c", IMPORT], binds=binds, env=env, timeout=300)
+    check("IMPORTED" in real.stdout, "%s: with setuptools linked in, the real import works (exit %d)\n%s"
+          % (suite, real.returncode, real.stderr[-1500:]))
+    p = roots.run(root, argv, binds=mld_binds, env=env, timeout=300)
+    check('"JIT024"' not in p.stdout, "%s: no JIT024 once the import works: %s" % (suite, p.stdout[-1500:]))
+    print("%s: without setuptools the real import fails (\"%s\"); mldoctor: JIT024 for %s" % (
+        suite, missing.group(0), module))
+
+
 def one(suite):
     root = roots.root(suite)
     d = scratch()
     os.chmod(d, 0o777)
     binds = [(d, HOME)]
     env = {"HOME": HOME, "PYTHONUNBUFFERED": "1"}
+
+    # 0. torch.utils.cpp_extension where setuptools is missing.
+    without_setuptools(suite, root, d, binds, env)
 
     # 1. Where torch builds x2, by torch's own function.
     p = roots.run(root, ["/usr/bin/python3", "-c", PROBE, "x2"], binds=binds, env=env, timeout=300)
@@ -116,6 +201,8 @@ def one(suite):
              % (suite, build_dir, [x.get("path") for x in (doc or {}).get("extensions", [])])):
         check_eq(e["path"], build_dir, "%s: x2's build directory as torch computes it" % suite)
         check_eq(e.get("tag"), tag, "%s: x2's tag level" % suite)
+    check(not [x for x in (doc or {}).get("findings", []) if x["rule"] == "JIT024"],
+          "%s: no JIT024 for the root's python3, which has setuptools" % suite)
 
     # 2. An empty lock file, as a builder killed under FileBaton leaves it.
     # The real outcome decides: FileBaton's waiter spins and never writes

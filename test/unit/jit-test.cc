@@ -138,6 +138,99 @@ TEST(JitTag, AbiflagsFromTorch26On) {
   EXPECT_EQ(tag_for("cpython-313d-x86_64-linux-gnu", std::nullopt), "py313d");
 }
 
+// torch/utils/cpp_extension.py's module-level imports of third-party
+// modules, looked for on sys.path: only an unindented statement counts (one
+// under try/except or TYPE_CHECKING, or inside a function, may be guarded or
+// lazy), a zip on sys.path leaves it undecided, and the fix says how this
+// environment installs packages.
+TEST(JitImports, CppExtensionImportsLookedForOnSysPath) {
+  Tree t;
+  const std::string site = "/venv/lib/python3.11/site-packages";
+  t.file(site + "/torch/utils/cpp_extension.py",
+         "import os\n"
+         "import setuptools\n"
+         "try:\n"
+         "    import packaging\n"
+         "except ImportError:\n"
+         "    packaging = None\n"
+         "from pkg_resources import packaging as pkg_packaging  # type: ignore\n"
+         "from typing import TYPE_CHECKING\n"
+         "if TYPE_CHECKING:\n"
+         "    import filelock\n"
+         "def f():\n"
+         "    import typing_extensions\n");
+  t.file("/usr/lib/python3.11/os.py");
+  t.file(site + "/pkg_resources/__init__.py");
+  auto describe = [&](std::vector<std::string> sys_path, const std::string& site_dir) {
+    pyenv::Environment env;
+    env.python.major = 3;
+    env.python.minor = 11;
+    env.python.executable = "/venv/bin/python";
+    env.python.sys_path = std::move(sys_path);
+    pyenv::ImportedPackage torch;
+    torch.import_name = "torch";
+    torch.path = site + "/torch";
+    torch.site_dir = site_dir;
+    env.packages.push_back(torch);
+    jit::JitOptions o;
+    jit::describe_environment(o, t.host(), env);
+    return o;
+  };
+  const std::vector<std::string> path = {"/usr/lib/python311.zip", "/usr/lib/python3.11", site};
+  jit::JitOptions o = describe(path, site);
+  ASSERT_EQ(o.cpp_extension_missing.size(), 1u);
+  const jit::MissingImport& m = o.cpp_extension_missing[0];
+  EXPECT_EQ(m.module, "setuptools");
+  EXPECT_EQ(m.statement, "import setuptools");
+  EXPECT_EQ(m.line, 2u);
+  EXPECT_EQ(m.file, site + "/torch/utils/cpp_extension.py");
+  EXPECT_FALSE(o.installer.pip);
+  EXPECT_FALSE(o.installer.debian_system);
+
+  jit::JitReport r = jit::scan(t.host(), o);
+  std::optional<Finding> f = finding(r, "JIT024");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->subject, "setuptools");
+  EXPECT_NE(f->message.find("No module named 'setuptools'"), std::string::npos) << f->message;
+  EXPECT_NE(f->fix.find("uv pip install --python /venv/bin/python setuptools"), std::string::npos)
+      << f->fix;
+
+  // pip in the environment: the interpreter's own pip.
+  t.file(site + "/pip/__init__.py");
+  r = jit::scan(t.host(), describe(path, site));
+  f = finding(r, "JIT024");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->fix, "/venv/bin/python -m pip install setuptools");
+
+  // Debian's python3-torch: apt-get.
+  r = jit::scan(t.host(), describe(path, "/usr/lib/python3/dist-packages"));
+  f = finding(r, "JIT024");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->fix.rfind("apt-get install python3-setuptools", 0), 0u) << f->fix;
+
+  // A zip file on sys.path may hold it: undecided, nothing reported.
+  t.file("/usr/lib/python311.zip", "PK");
+  EXPECT_TRUE(describe(path, site).cpp_extension_missing.empty());
+  std::remove((t.root() + "/usr/lib/python311.zip").c_str());
+
+  // setuptools installed: nothing missing.
+  t.file(site + "/setuptools/__init__.py");
+  EXPECT_TRUE(describe(path, site).cpp_extension_missing.empty());
+
+  // pkg_resources gone (setuptools 82): named as written, without its comment.
+  std::remove((t.root() + site + "/pkg_resources/__init__.py").c_str());
+  std::remove((t.root() + site + "/pkg_resources").c_str());
+  o = describe(path, site);
+  ASSERT_EQ(o.cpp_extension_missing.size(), 1u);
+  EXPECT_EQ(o.cpp_extension_missing[0].statement,
+            "from pkg_resources import packaging as pkg_packaging");
+  EXPECT_EQ(o.cpp_extension_missing[0].line, 7u);
+  r = jit::scan(t.host(), o);
+  f = finding(r, "JIT024");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->fix, "/venv/bin/python -m pip install 'setuptools<82'");
+}
+
 TEST(JitScan, HolderStaleAndNetworkLocks) {
   Tree t;
   jit::JitOptions o;

@@ -4,7 +4,7 @@
 // to build CUDA extensions. An error only where an extension build is in
 // sight (the scan found extension build directories); a warning on a node
 // that builds none.
-#include "detect/detect.h"
+#include "detect/jit-locks.h"
 
 MLD_DETECTOR(JIT006) {
   using namespace mld;
@@ -25,12 +25,10 @@ MLD_DETECTOR(JIT006) {
               ")\")";
   d.evidence.push_back(
       {"CUDA_HOME " + *t.cuda_home + " (" + t.cuda_home_source + ")", "", std::nullopt});
-  d.escalated = !r.extensions.empty();
-  if (d.escalated)
-    d.evidence.push_back({std::to_string(r.extensions.size()) + " extension build" +
-                              (r.extensions.size() == 1 ? "" : "s") + " in sight, e.g. " +
-                              r.extensions.front().path,
-                          "", std::nullopt});
+  if (std::optional<Evidence> e = detect::builds_in_sight(r)) {
+    d.escalated = true;
+    d.evidence.push_back(std::move(*e));
+  }
   d.fix = "point CUDA_HOME at a CUDA " + torch_major +
           ".x toolkit, or install the torch build for CUDA " + nvcc_major;
   out.push_back(std::move(d));
