@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test`'s (and `make test-sanitize`'s) build, with the test data made
 # beside it: the non-free packages (scripts/fetch-test-debs.sh) and the Debian
-# roots (scripts/make-test-roots.sh) are downloads, dpkg and debootstrap,
-# mostly waiting on the archive and the disk, while the build is the
-# compiler. On CI's 2-core machine the two side by side took about as long as
-# the build alone (docs/benchmarks.md, "CI").
+# roots (scripts/make-test-roots.sh: downloads, debootstrap, dpkg). Measured
+# on a 2-core machine from an empty roots cache, the roots turned out to be
+# mostly CPU too (unpacking, byte-compiling), so side by side the two took
+# 21.9 min where one after the other takes about 23 (docs/benchmarks.md,
+# "CI"); on more cores, or with the roots cached, the data costs nothing.
 #   scripts/build-with-test-data.sh BUILD_DIR JOBS [CMAKE_ARG...]
 # The build's output is shown as it comes; the test data's is kept in
 # BUILD_DIR/test-data.log and shown once both are done. When the build fails,
