@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow python-bound
+# labels: slow
 """mldoctor.guard() and mldoctor.runtimes() never deadlock the process they
 run in (issue 31, item 1). Each scenario runs in its own /usr/bin/python3
 process with the package from the source tree, bounded; a run that does

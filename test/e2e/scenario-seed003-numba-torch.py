@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: slow scenario python-bound
+# labels: slow scenario
 """Seed 003: importing numba and starting its OpenMP pool resets torch's
 intra-op thread count (numba/numba#9387).
 

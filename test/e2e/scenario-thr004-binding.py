@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# labels: scenario
+# labels: slow scenario
 """THR004: with OpenMP thread binding on, ranks of one node that the
 launcher did not bind to their own CPUs pin their threads to the same CPUs —
 when the OpenMP runtime they load really pins them, which depends on the

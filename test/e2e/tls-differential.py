@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# labels: slow
 """Static TLS differential test: mldoctor's dlopen model against real dlopen().
 
 Builds 21 fixture libraries with gcc from test/e2e/tls/tls-fixture.c:
