@@ -34,7 +34,7 @@ test: deps
 	@scripts/build-with-test-data.sh $(BUILD) $(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Every test again (but the Debian-root oracles, label "roots") in a build with ASan, UBSan and LeakSanitizer
+# Every test again (but the Debian-root oracles, label "roots", and the tests labelled "slow") in a build with ASan, UBSan and LeakSanitizer
 # (build-sanitize/); fails on any sanitizer report (scripts/test-sanitize.sh).
 SANITIZE_BUILD ?= build-sanitize
 test-sanitize: deps

@@ -101,7 +101,7 @@ struct Toolchain {
 // (inductor's cpp_builder imports it) fail before anything is built. Only
 // the third-party modules torch releases import there are looked for:
 // setuptools (Python 3.12+ venvs and uv's venvs no longer seed it; torch's
-// wheels require it only on 3.12+; Debian 11's and 13's python3-torch do
+// wheels require it only on 3.12+; Debian 11's, 12's and 13's python3-torch do
 // not depend on it), pkg_resources (torch 1.13's `from pkg_resources
 // import packaging`; setuptools 82 no longer ships it), packaging,
 // typing_extensions, filelock.

@@ -192,6 +192,12 @@ TEST(JitImports, CppExtensionImportsLookedForOnSysPath) {
   ASSERT_TRUE(f);
   EXPECT_EQ(f->subject, "setuptools");
   EXPECT_NE(f->message.find("No module named 'setuptools'"), std::string::npos) << f->message;
+  // The tree holds extension builds: the next load() there fails.
+  EXPECT_EQ(f->severity, Severity::Error);
+  r.extensions.clear();
+  f = finding(r, "JIT024");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->severity, Severity::Warning);
   EXPECT_NE(f->fix.find("uv pip install --python /venv/bin/python setuptools"), std::string::npos)
       << f->fix;
 

@@ -31,7 +31,11 @@ std::string install_fix(const mld::jit::PackageInstaller& in, const std::string&
   const std::string debian = p ? p->debian : "python3-" + module;
   const std::string pip = p ? p->pip : module;
   if (in.debian_system)
-    return "apt-get install " + debian + " (Debian's python3-torch does not depend on it)";
+    return "apt-get install " + debian +
+           (module == "setuptools"
+                ? " (Debian 11's, 12's and 13's python3-torch depend on python3-pkg-resources, "
+                  "not on it)"
+                : "");
   if (in.pip) return in.python + " -m pip install " + pip;
   return "uv pip install --python " + in.python + " " + pip +
          " (this environment has no pip: a uv venv; or " + in.python +

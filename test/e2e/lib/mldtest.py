@@ -3,8 +3,11 @@
 Fixture libraries are built for real with gcc; the oracle is the real loader
 (`ld.so --list`) or a real dlopen(), never mldoctor's own model.
 """
+import atexit
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,9 +24,79 @@ _passed = [0]
 _lock = threading.RLock()
 
 
-def scratch():
-    """A fresh temporary directory for one test."""
-    return tempfile.mkdtemp(prefix="mld-e2e-")
+_scratch_dirs = []
+_owner_pid = os.getpid()
+_crashed = [False]
+
+
+def scratch(prefix="mld-e2e-", dir=None):
+    """A fresh temporary directory for one test, removed when the test
+    passes (kept, and named, when it fails or MLD_KEEP_SCRATCH is set)."""
+    d = tempfile.mkdtemp(prefix=prefix, dir=dir)
+    with _lock:
+        _scratch_dirs.append(d)
+    return d
+
+
+def _mounts_under(d):
+    """Mount points at or below d (a test that left a bind mount behind):
+    removing through them would delete what the mount shows."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                target = line.split()[4].replace("\\040", " ")
+                if target == d or target.startswith(d + "/"):
+                    found.append(target)
+    except OSError:
+        pass
+    return found
+
+
+def _remove_tree(d):
+    def inside(path):
+        return path == d or path.startswith(d + "/")
+
+    def writable_and_retry(func, path, _exc):
+        # Tests make unreadable files and directories on purpose; never
+        # change a mode outside d (its parent is /tmp).
+        try:
+            if inside(os.path.dirname(path)):
+                os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            if inside(path) and os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+            func(path)
+        except OSError:
+            pass
+    if os.path.isdir(d) and not os.path.islink(d):
+        shutil.rmtree(d, onerror=writable_and_retry)
+
+
+def _remove_scratch():
+    # Only the process that made them (not a forked child calling sys.exit).
+    if os.getpid() != _owner_pid or not _scratch_dirs:
+        return
+    if _failures or _crashed[0] or os.environ.get("MLD_KEEP_SCRATCH"):
+        print("scratch kept: " + " ".join(_scratch_dirs))
+        return
+    for d in _scratch_dirs:
+        mounts = _mounts_under(os.path.realpath(d))
+        if mounts:
+            print("scratch kept: %s (mounted there: %s)" % (d, " ".join(mounts)))
+            continue
+        _remove_tree(d)
+
+
+atexit.register(_remove_scratch)
+_previous_excepthook = sys.excepthook
+
+
+def _note_crash(*exc):
+    _crashed[0] = True
+    _previous_excepthook(*exc)
+
+
+sys.excepthook = _note_crash
 
 
 def build_lib(path, soname=None, needed=(), rpath=None, runpath=None, source=None, flags=()):
