@@ -240,6 +240,11 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
   ctx.host = &host;
   ctx.status = lr.status;
   ctx.not_traced_reasons = lr.not_traced_reasons;
+  if (shims) {
+    ctx.shims_glibc_needed = run::shims_glibc_needed(host, *shims);
+    ctx.shim_dir = *shims;
+  }
+  ctx.trace_dir = trace_dir;
   ctx.child_pid = lr.started ? lr.pid : 0;
   ctx.rules = full_rules ? &rule_set : nullptr;
   // Killed by a signal the kernel or another process sends for a reason the

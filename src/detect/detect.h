@@ -248,6 +248,24 @@ struct TraceCoverage {
   long command_pid = 0;
   bool command_seen = false;
   std::vector<std::string> not_traced_reasons;
+  // The command was traced, then exec'd a program the shims did not load
+  // in: what it ran, from which traced program, and what the exec call
+  // recorded of why (each a sentence of evidence).
+  struct UntracedExec {
+    std::string path;
+    std::string from;  // the traced program that made the call
+    std::vector<std::string> reasons;
+    bool root_changed = false;
+  };
+  std::optional<UntracedExec> command_exec;
+  // The command called chroot() and left no event after it: the new root
+  // (path) lacks the trace directory, and what ran there was not seen.
+  struct UnseenRoot {
+    std::string path;
+    std::string caller;
+    std::vector<std::string> reasons;
+  };
+  std::optional<UnseenRoot> command_chroot;
 };
 
 // How the command `run` started died of a signal, and what the machine

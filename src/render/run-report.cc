@@ -35,11 +35,25 @@ void print_process(std::FILE* out, const host::Host& host, const run::TracedProc
                    const std::string& indent) {
   std::string cmd;
   if (!p.images.empty()) cmd = run::command_line(p.images.back().argv, 120);
-  std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid,
-               p.forked_from ? (" (fork of " + std::to_string(*p.forked_from) + ")").c_str() : "",
+  const std::string fork_of =
+      p.forked_from ? " (fork of " + std::to_string(*p.forked_from) + ")" : "";
+  // A child that only exec'd a program the shims did not load in (a static
+  // helper such as ldconfig, a setuid one): one line.
+  if (p.images.empty() && p.objects.empty() && p.untraced_exec) {
+    std::fprintf(out, "%spid %ld%s exec'd %s: not traced (the shims did not load in it)\n",
+                 indent.c_str(), p.pid, fork_of.c_str(), p.untraced_exec->path.c_str());
+    return;
+  }
+  std::fprintf(out, "%spid %ld%s %s\n", indent.c_str(), p.pid, fork_of.c_str(),
                p.images.empty() ? "(no start event: forked)" : cmd.c_str());
   for (size_t i = 0; i + 1 < p.images.size(); i++)
     std::fprintf(out, "%s  exec'd from %s\n", indent.c_str(), p.images[i].exe.c_str());
+  if (p.untraced_exec)
+    std::fprintf(out, "%s  then exec'd %s: not traced (the shims did not load in it)\n",
+                 indent.c_str(), p.untraced_exec->path.c_str());
+  if (p.unseen_after_chroot)
+    std::fprintf(out, "%s  then chroot(%s): no event after it (the trace directory is not there)\n",
+                 indent.c_str(), p.unseen_after_chroot->path.c_str());
   size_t dl = 0;
   for (const run::LoadedObject& o : p.objects) dl += o.kind != run::LoadKind::Startup;
   std::fprintf(out, "%s  %zu objects loaded (%zu after start-up)\n", indent.c_str(),
@@ -178,6 +192,22 @@ json process_json(const run::TracedProcess& p) {
                         {"kind", r.kind},
                         {"threads", r.threads ? json(*r.threads) : json(nullptr)},
                         {"config", r.config}});
+  json untraced_exec = nullptr;
+  if (const std::optional<run::ExecCall>& x = p.untraced_exec) {
+    auto state = [](int v) -> json {
+      return v > 0 ? json("reachable") : v == 0 ? json("unreachable") : json("not named");
+    };
+    untraced_exec = {
+        {"call", x->call},
+        {"path", repair_utf8(x->path)},
+        {"caller", repair_utf8(x->caller)},
+        {"root_changed", x->root_changed < 0 ? json(nullptr) : json(x->root_changed == 1)}};
+    if (x->env_known) {
+      untraced_exec["audit_shim"] = state(x->audit);
+      untraced_exec["preload_shim"] = state(x->preload);
+      untraced_exec["trace_dir"] = state(x->trace_dir);
+    }
+  }
   json j = {{"pid", p.pid},
             {"images", images},
             {"objects", objects},
@@ -188,6 +218,12 @@ json process_json(const run::TracedProcess& p) {
             {"forks", forks},
             {"runtimes_at_exit", runtimes},
             {"exited", p.exited},
+            {"untraced_exec", untraced_exec},
+            {"unseen_after_chroot",
+             p.unseen_after_chroot ? json{{"path", repair_utf8(p.unseen_after_chroot->path)},
+                                          {"cwd", repair_utf8(p.unseen_after_chroot->cwd)},
+                                          {"caller", repair_utf8(p.unseen_after_chroot->caller)}}
+                                   : json(nullptr)},
             {"unreadable_lines", p.bad_lines}};
   j["forked_from"] = p.forked_from ? json(*p.forked_from) : json(nullptr);
   return j;

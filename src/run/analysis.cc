@@ -59,6 +59,67 @@ std::string openmp_interface(const host::Host* host, const std::string& path) {
 
 namespace {
 
+// A chroot() after which the process left no event: which of the trace
+// directory and the shims the new root lacks at their paths (looked at from
+// here: the root is a directory of this machine's tree).
+detect::TraceCoverage::UnseenRoot unseen_root(const RootChange& r, const AnalysisContext& ctx) {
+  std::string root = r.path;
+  if (!root.starts_with("/") && !r.cwd.empty()) root = r.cwd + "/" + root;
+  while (root.size() > 1 && root.ends_with("/")) root.pop_back();
+  detect::TraceCoverage::UnseenRoot u{root, r.caller.empty() ? "the process" : r.caller, {}};
+  auto missing = [&](const std::string& path) {
+    return !ctx.host || ctx.host->stat(root + path).kind == host::FileKind::Missing;
+  };
+  if (!ctx.trace_dir.empty() && missing(ctx.trace_dir))
+    u.reasons.push_back("the trace directory " + ctx.trace_dir + " is not at that path inside " +
+                        root + ": nothing after chroot() could be recorded");
+  if (!ctx.shim_dir.empty() && missing(ctx.shim_dir + "/libmldoctor-audit.so"))
+    u.reasons.push_back("mldoctor's shims (" + ctx.shim_dir + ") are not at that path inside " +
+                        root +
+                        " as mldoctor's own mount namespace shows it: a program started there "
+                        "cannot load them unless the job bound them in");
+  if (u.reasons.empty())
+    u.reasons.push_back("no event was written after chroot(" + r.path +
+                        "): the trace directory could not be written from the new root");
+  return u;
+}
+
+// Why the shims did not load in the program an exec turned a traced process
+// into, from what the exec call recorded (libc-calls.c): the environment it
+// passed on, whether the shims and the trace directory could be reached,
+// whether the process had changed its root, and the file when it can be
+// read from here.
+std::vector<std::string> untraced_exec_reasons(const ExecCall& x, const AnalysisContext& ctx) {
+  const std::string needs =
+      ctx.shims_glibc_needed.empty() ? "" : " (they need " + ctx.shims_glibc_needed + ")";
+  const std::string by = x.caller.empty() ? "the process" : x.caller;
+  if (x.env_known && x.audit < 0 && x.preload < 0)
+    return {"the environment " + by + " passed to " + x.call +
+            "() no longer names mldoctor's shims in LD_AUDIT or LD_PRELOAD: it cleared or "
+            "rebuilt the environment"};
+  if (x.env_known && x.trace_dir < 0)
+    return {"the environment " + by + " passed to " + x.call +
+            "() no longer has MLDOCTOR_TRACE_DIR: it cleared or rebuilt the environment"};
+  const bool unreachable = x.audit == 0 || x.preload == 0 || x.trace_dir == 0;
+  if (x.root_changed == 1 && unreachable)
+    return {"the process had changed its root directory (a chroot) before " + x.call +
+            "(), and mldoctor's shims or its trace directory are not at the same paths there"};
+  if (x.root_changed == 1)
+    return {"the process had changed its root directory (a chroot) before " + x.call +
+            "(); the shims are reachable there, so that root's ld.so refused them: a static or "
+            "setuid program, or a glibc older than the one the shims were built for" +
+            needs + "; ld.so's own line on the job's stderr says which"};
+  if (unreachable)
+    return {"mldoctor's shims or its trace directory could not be reached at their paths when " +
+            by + " called " + x.call + "() (another mount namespace, or removed)"};
+  if (ctx.host && x.path.find('/') != std::string::npos)
+    if (std::vector<std::string> r = untraceable_reasons(*ctx.host, x.path); !r.empty()) return r;
+  return {
+      "its ld.so did not load the shims: a static or setuid program, or a glibc older than "
+      "the one the shims were built for" +
+      needs + "; ld.so's own line on the job's stderr says which"};
+}
+
 std::string base(const std::string& p) { return std::string(base_name(p)); }
 
 const LoadedObject* find_object(const TracedProcess& p, const std::string& path) {
@@ -290,12 +351,31 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
   }
   report(own);
   report(shared);
-  // The command itself left no events: nothing inside it could be seen.
+  // The command itself left no events, or exec'd a program the shims did
+  // not load in: what ran there could not be seen.
   detect::Facts coverage;
-  coverage.trace_coverage = detect::TraceCoverage{
+  detect::TraceCoverage c{
       ctx.child_pid,
       trace.processes.count(ctx.child_pid) && !trace.processes.at(ctx.child_pid).images.empty(),
-      ctx.not_traced_reasons};
+      ctx.not_traced_reasons, std::nullopt};
+  if (auto it = trace.processes.find(ctx.child_pid);
+      it != trace.processes.end() && it->second.untraced_exec) {
+    const ExecCall& x = *it->second.untraced_exec;
+    const TracedProcess& p = it->second;
+    c.command_exec = detect::TraceCoverage::UntracedExec{
+        x.path, p.images.empty() ? x.caller : p.images.back().exe, untraced_exec_reasons(x, ctx),
+        x.root_changed == 1};
+  }
+  if (auto it = trace.processes.find(ctx.child_pid);
+      it != trace.processes.end() && it->second.unseen_after_chroot) {
+    RootChange r = *it->second.unseen_after_chroot;
+    // The main program's caller name is what dladdr gives (argv[0]): the
+    // image's executable says more.
+    if (r.caller.find('/') == std::string::npos && !it->second.images.empty())
+      r.caller = it->second.images.back().exe;
+    c.command_chroot = unseen_root(r, ctx);
+  }
+  coverage.trace_coverage = std::move(c);
   report(coverage);
 }
 

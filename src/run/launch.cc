@@ -96,35 +96,6 @@ void restore_signals() {
     sigaction(kForwarded[i], &saved_actions[i], nullptr);
 }
 
-// Why the shims cannot load in `program`, if that can be told beforehand:
-// ld.so ignores LD_AUDIT/LD_PRELOAD paths in secure (setuid) mode, and a
-// static program has no ld.so at all. Scripts are judged by their
-// interpreter when it runs, so they are not judged here.
-std::vector<std::string> untraceable_reasons(const host::Host& host, const std::string& argv0) {
-  std::vector<std::string> out;
-  std::optional<std::string> path = argv0.find('/') != std::string::npos
-                                        ? std::optional<std::string>(argv0)
-                                        : host.find_on_path(argv0);
-  if (!path) return out;
-  const host::FileStat st = host.stat(*path);
-  if (st.kind != host::FileKind::Regular) return out;
-  if ((st.mode & S_ISUID && st.uid != geteuid()) || (st.mode & S_ISGID && st.gid != getegid()))
-    out.push_back(*path +
-                  " is setuid/setgid: ld.so runs it in secure mode and ignores LD_AUDIT and "
-                  "LD_PRELOAD paths");
-  try {
-    const elf::ElfFile elf = elf::ElfFile::parse(host.open_sparse(*path));
-    if (!elf.interp() && elf.e_type() == elf::ET_EXEC)
-      out.push_back(*path + " is statically linked: there is no ld.so to load the shims");
-    if (!elf.interp() && elf.e_type() == elf::ET_DYN && !elf.program_headers().empty())
-      out.push_back(
-          *path + " has no program interpreter (static-pie): there is no ld.so to load the shims");
-  } catch (const std::exception&) {
-    // Not ELF (a script) or unreadable: exec decides.
-  }
-  return out;
-}
-
 // From glibc 2.35 the audit module also wraps the libc calls (la_symbind64
 // sees BIND_NOW bindings); the interposer is needed only before, and an
 // LD_PRELOAD object costs every symbol lookup of the job one more table.
@@ -378,6 +349,58 @@ int pidfd_open_compat(pid_t pid) {
 }
 
 }  // namespace
+
+// Why the shims cannot load in `program`, if that can be told beforehand:
+// ld.so ignores LD_AUDIT/LD_PRELOAD paths in secure (setuid) mode, and a
+// static program has no ld.so at all. Scripts are judged by their
+// interpreter when it runs, so they are not judged here.
+std::vector<std::string> untraceable_reasons(const host::Host& host, const std::string& argv0) {
+  std::vector<std::string> out;
+  std::optional<std::string> path = argv0.find('/') != std::string::npos
+                                        ? std::optional<std::string>(argv0)
+                                        : host.find_on_path(argv0);
+  if (!path) return out;
+  const host::FileStat st = host.stat(*path);
+  if (st.kind != host::FileKind::Regular) return out;
+  if ((st.mode & S_ISUID && st.uid != geteuid()) || (st.mode & S_ISGID && st.gid != getegid()))
+    out.push_back(*path +
+                  " is setuid/setgid: ld.so runs it in secure mode and ignores LD_AUDIT and "
+                  "LD_PRELOAD paths");
+  try {
+    const elf::ElfFile elf = elf::ElfFile::parse(host.open_sparse(*path));
+    if (!elf.interp() && elf.e_type() == elf::ET_EXEC)
+      out.push_back(*path + " is statically linked: there is no ld.so to load the shims");
+    if (!elf.interp() && elf.e_type() == elf::ET_DYN && !elf.program_headers().empty())
+      out.push_back(
+          *path + " has no program interpreter (static-pie): there is no ld.so to load the shims");
+  } catch (const std::exception&) {
+    // Not ELF (a script) or unreadable: exec decides.
+  }
+  return out;
+}
+
+std::string shims_glibc_needed(const host::Host& host, const std::string& shim_dir) {
+  std::string best;
+  std::pair<int, int> best_version{-1, -1};
+  for (const char* shim : {kAuditShim, kPreloadShim}) {
+    try {
+      const elf::ElfFile elf = elf::ElfFile::parse(host.open_sparse(shim_dir + "/" + shim));
+      for (const elf::VersionNeed& need : elf.version_needs())
+        for (const elf::VersionNeedEntry& v : need.entries) {
+          int major = 0, minor = 0;
+          const std::string name(v.name);
+          if (std::sscanf(name.c_str(), "GLIBC_%d.%d", &major, &minor) != 2) continue;
+          if (std::pair(major, minor) > best_version) {
+            best_version = {major, minor};
+            best = name;
+          }
+        }
+    } catch (const std::exception&) {
+      // Unreadable: unknown.
+    }
+  }
+  return best;
+}
 
 std::optional<std::string> find_shim_dir(const host::Host& host) {
   for (const std::string& c : host::companion_dirs(host))

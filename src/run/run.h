@@ -123,6 +123,31 @@ struct RuntimeState {  // at exit
   std::string config;  // openblas_get_config()
 };
 
+// An exec call a traced process made (libc-calls.c records it before the
+// call). For each of the shims and the trace directory: 1 named in the
+// environment passed on and reachable from the process's root, 0 named but
+// not reachable, -1 not named; env_known false: the environment was not
+// known (the calls were recorded before the program's main).
+struct ExecCall {
+  std::string call;  // execve, execv, execvp, execvpe
+  std::string path;  // as given (execvp: searched on PATH)
+  std::string caller;
+  bool env_known = false;
+  int audit = -1, preload = -1, trace_dir = -1;
+  int root_changed = -1;  // the process's root is no longer the one it started with
+  u64 t = 0;
+};
+
+// A chroot() a traced process made (recorded before the call): where the
+// new root lacks the trace directory it is the last event the process
+// leaves, and nothing after it was seen.
+struct RootChange {
+  std::string path;  // as given
+  std::string cwd;   // the directory it was called in (for a relative path)
+  std::string caller;
+  u64 t = 0;
+};
+
 // One program image a process ran (a process that execs has several).
 struct Image {
   std::string exe;
@@ -145,6 +170,12 @@ struct TracedProcess {
   std::vector<ForkEvent> forks;
   std::vector<RuntimeState> runtimes;
   bool exited = false;  // reached exit() (atexit ran)
+  // The last exec that did not fail and after which no traced image
+  // started: the program the process became is one the shims did not load
+  // in (or that ended before ld.so ran them).
+  std::optional<ExecCall> untraced_exec;
+  // A chroot() that did not fail and was the process's last event.
+  std::optional<RootChange> unseen_after_chroot;
   u64 first_t = 0, last_t = 0;
   u64 bad_lines = 0;  // lines that were not events (a crash mid-write)
 };
@@ -174,12 +205,23 @@ struct AnalysisContext {
   long child_pid = 0;                           // the command mldoctor started
   std::optional<ExitStatus> status;             // how it ended
   std::vector<std::string> not_traced_reasons;  // from the launch
+  std::string shims_glibc_needed;               // shims_glibc_needed(), "" unknown
+  std::string shim_dir, trace_dir;              // where the shims and the events were
   // The rules findings take their severity and text from (--rules-dir);
   // null: the builtin rules.
   const rules::RuleSet* rules = nullptr;
   // The command died of a signal: what the machine recorded (gather_death).
   const detect::DeathFacts* death = nullptr;
 };
+
+// Why the shims cannot load in `program` (a path, or a name looked up on
+// PATH), if that can be told from the file: setuid/setgid (ld.so's secure
+// mode ignores LD_AUDIT/LD_PRELOAD paths), static or static-pie (no ld.so).
+std::vector<std::string> untraceable_reasons(const host::Host& host, const std::string& program);
+
+// The newest GLIBC_ symbol version the shims in `shim_dir` need ("GLIBC_2.34"):
+// an older glibc's ld.so refuses them. "" when unreadable.
+std::string shims_glibc_needed(const host::Host& host, const std::string& shim_dir);
 
 // Findings of a finished (or hung) job, from the facts of its trace through
 // the detectors: a thread count changed by another library (THR003) first,

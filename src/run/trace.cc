@@ -260,11 +260,13 @@ class Rebuilder {
     const u64 t = static_cast<u64>(e.num("t").value_or(0));
     const long tid = static_cast<long>(e.num("tid").value_or(0));
     if (ev != "close" && ev != "activity") bracket_just_ended_ = false;
+    if (ev != "chroot") pending_chroot_.reset();  // written after it: the root still had the dir
     if (!p_.first_t || t < p_.first_t) p_.first_t = t;
     p_.last_t = std::max(p_.last_t, t);
 
     if (ev == "start") {
       finish_request();
+      pending_exec_.reset();
       Image im;
       im.exe = e.str("exe");
       im.ppid = static_cast<long>(e.num("ppid").value_or(0));
@@ -333,10 +335,30 @@ class Rebuilder {
       finish_request();
       p_.exited = true;
       exiting_ = true;
+    } else if (ev == "exec") {
+      ExecCall x;
+      x.call = e.str("call");
+      x.path = e.str("path");
+      x.caller = e.str("caller");
+      x.env_known = e.find("audit") != nullptr;
+      x.audit = static_cast<int>(e.num("audit").value_or(-1));
+      x.preload = static_cast<int>(e.num("preload").value_or(-1));
+      x.trace_dir = static_cast<int>(e.num("trace_dir").value_or(-1));
+      x.root_changed = static_cast<int>(e.num("root_changed").value_or(-1));
+      x.t = t;
+      pending_exec_ = std::move(x);
+    } else if (ev == "exec_failed") {
+      pending_exec_.reset();
+    } else if (ev == "chroot") {
+      pending_chroot_ = RootChange{e.str("path"), e.str("cwd"), e.str("caller"), t};
     }
   }
 
-  void end() { finish_request(); }
+  void end() {
+    finish_request();
+    p_.untraced_exec = std::move(pending_exec_);
+    p_.unseen_after_chroot = std::move(pending_chroot_);
+  }
 
  private:
   // A "device" event: a CUDA call, or the start or the return of an NCCL
@@ -525,6 +547,8 @@ class Rebuilder {
   bool in_bracket_ = false;
   bool closing_ = false;
   bool exiting_ = false;
+  std::optional<ExecCall> pending_exec_;      // an exec after which no image has started yet
+  std::optional<RootChange> pending_chroot_;  // a chroot that is the last event so far
   bool bracket_just_ended_ = false;
   u64 rollback_t_ = 0;
   std::vector<size_t> last_bracket_opens_;

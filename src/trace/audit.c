@@ -155,7 +155,8 @@ static char held[65536];
 static size_t held_len;
 static int holding;
 static pid_t holding_pid;
-static int started; /* preinit seen */
+static int started;             /* preinit seen */
+static char*** program_environ; /* the program's libc's __environ */
 
 static void flush_held(void) {
   if (held_len && getpid() == holding_pid) mld_write_lines(held, held_len);
@@ -550,6 +551,28 @@ static uintptr_t libc_binding(const char* name, uintptr_t target) {
       if (strcmp(name, "unsetenv")) break;
       mld_real.unsetenv = (int (*)(const char*))f;
       return (uintptr_t)mld_wrap_unsetenv;
+    case 'c':
+      if (strcmp(name, "chroot")) break;
+      mld_real.chroot = (int (*)(const char*))f;
+      return (uintptr_t)mld_wrap_chroot;
+    case 'e':
+      if (!strcmp(name, "execve")) {
+        mld_real.execve = (int (*)(const char*, char* const[], char* const[]))f;
+        return (uintptr_t)mld_wrap_execve;
+      }
+      if (!strcmp(name, "execv")) {
+        mld_real.execv = (int (*)(const char*, char* const[]))f;
+        return (uintptr_t)mld_wrap_execv;
+      }
+      if (!strcmp(name, "execvp")) {
+        mld_real.execvp = (int (*)(const char*, char* const[]))f;
+        return (uintptr_t)mld_wrap_execvp;
+      }
+      if (!strcmp(name, "execvpe")) {
+        mld_real.execvpe = (int (*)(const char*, char* const[], char* const[]))f;
+        return (uintptr_t)mld_wrap_execvpe;
+      }
+      break;
   }
   return target;
 }
@@ -656,5 +679,20 @@ MLD_EXPORT void la_preinit(uintptr_t* cookie) {
   int (*cxa_atexit)(void (*)(void*), void*, void*) =
       libc ? (int (*)(void (*)(void*), void*, void*))dlsym(libc, "__cxa_atexit") : NULL;
   if (libc) dlclose(libc);
+  /* Looked up from the program (its global scope, the program first): a
+   * program that names environ has its own copy (a copy relocation) and
+   * libc's definition is then never written. */
+  void* program = dlmopen(LM_ID_BASE, NULL, RTLD_LAZY | RTLD_NOLOAD);
+  char*** environ_of_program = program ? (char***)dlsym(program, "__environ") : NULL;
+  if (program) dlclose(program);
+  if (environ_of_program) __atomic_store_n(&program_environ, environ_of_program, __ATOMIC_RELEASE);
   if (cxa_atexit) cxa_atexit(at_exit, NULL, NULL);
+}
+
+/* This module's own libc (another namespace) has its own environ: the
+ * program's is found at la_preinit. Before that (an
+ * exec from a constructor) it is unknown. */
+char** mld_program_environ(void) {
+  char*** p = __atomic_load_n(&program_environ, __ATOMIC_ACQUIRE);
+  return p ? *p : NULL;
 }

@@ -1,12 +1,21 @@
-/* libc-calls.c — the wrappers of dlerror, fork, setenv, putenv and unsetenv
- * (see libc-calls.h for who installs them, and how).
+/* libc-calls.c — the wrappers of dlerror, fork, setenv, putenv, unsetenv,
+ * the exec calls and chroot (see libc-calls.h for who installs them, and
+ * how).
  *
  * dlerror keeps no caller state, so wrapping it is exact, and it is how the
  * text of a failed dlopen reaches us (ld.so never gives it to auditors).
  * fork is recorded with the parent's threads and OpenMP runtimes (a fork
  * after a runtime started its pool leaves the child with a dead one).
  * setenv/putenv/unsetenv are recorded for the variables that steer thread
- * pools and the loader. errno is kept across the recording.
+ * pools and the loader. An exec is recorded before the call (a good one
+ * never returns) with what decides whether the new program is traced: does
+ * the environment it passes on still name the shims and the trace
+ * directory, can they be reached from the process's root now, and is that
+ * root still the one the shim started in (a chroot since). A failed exec is
+ * recorded too. chroot is recorded before the call, with the directory it
+ * was called in: where the new root lacks the trace directory nothing after
+ * it can be written, and that event is the last the process leaves. errno
+ * is kept across the recording.
  */
 #define _GNU_SOURCE
 #include "libc-calls.h"
@@ -15,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -134,5 +144,142 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(unsetenv)(const char* name) {
   int result = mld_real.unsetenv(name);
   if (watched_variable(name) && mld_trace_enabled())
     emit_env("unsetenv", name, strlen(name), NULL, result, __builtin_return_address(0));
+  return result;
+}
+
+/* ---- exec ------------------------------------------------------------- */
+
+/* The value of `name` in an environment list, or NULL. */
+static const char* env_value(char* const envp[], const char* name) {
+  size_t n = strlen(name);
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (!strncmp(envp[i], name, n) && envp[i][n] == '=') return envp[i] + n + 1;
+  return NULL;
+}
+
+/* Every entry of an LD_AUDIT/LD_PRELOAD list (':' or ' ' separated) whose
+ * file name starts with `shim`: 1 if one is named and all such can be read
+ * from this process's root, 0 if one is named that cannot, -1 if none. */
+static int shim_named(const char* list, const char* shim) {
+  int named = -1;
+  char path[4096];
+  while (list && *list) {
+    size_t n = strcspn(list, ": ");
+    if (n > 0 && n < sizeof path) {
+      memcpy(path, list, n);
+      path[n] = 0;
+      if (mld_starts_with(mld_basename(path), shim)) named = named != 0 && !access(path, R_OK);
+    }
+    list += n;
+    while (*list == ':' || *list == ' ') list++;
+  }
+  return named;
+}
+
+static void emit_exec(const char* call, const char* path, char* const envp[], const void* caller) {
+  int saved = errno;
+  struct mld_event e;
+  mld_event_begin(&e, "exec");
+  mld_event_str(&e, "call", call);
+  mld_event_str(&e, "path", path);
+  mld_event_str(&e, "caller", caller_object(caller));
+  if (envp) {
+    const char* dir = env_value(envp, "MLDOCTOR_TRACE_DIR");
+    mld_event_int(&e, "audit", shim_named(env_value(envp, "LD_AUDIT"), "libmldoctor-audit"));
+    mld_event_int(&e, "preload", shim_named(env_value(envp, "LD_PRELOAD"), "libmldoctor-preload"));
+    mld_event_int(&e, "trace_dir", !dir ? -1 : !access(dir, W_OK | X_OK));
+  }
+  mld_event_int(&e, "root_changed", mld_root_changed());
+  mld_event_emit(&e);
+  errno = saved;
+}
+
+/* No errno in the event: in the audit module `errno` is this module's
+ * libc's, not the program's. */
+static void emit_exec_failed(void) {
+  int saved = errno;
+  struct mld_event e;
+  mld_event_begin(&e, "exec_failed");
+  mld_event_emit(&e);
+  errno = saved;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execve)(const char* path, char* const argv[],
+                                           char* const envp[]) {
+  if (!mld_real.execve) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int traced = mld_trace_enabled();
+  if (traced) emit_exec("execve", path, envp, __builtin_return_address(0));
+  int result = mld_real.execve(path, argv, envp);
+  if (traced) emit_exec_failed();
+  return result;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execv)(const char* path, char* const argv[]) {
+  if (!mld_real.execv) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int traced = mld_trace_enabled();
+  if (traced) emit_exec("execv", path, mld_program_environ(), __builtin_return_address(0));
+  int result = mld_real.execv(path, argv);
+  if (traced) emit_exec_failed();
+  return result;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvp)(const char* file, char* const argv[]) {
+  if (!mld_real.execvp) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int traced = mld_trace_enabled();
+  if (traced) emit_exec("execvp", file, mld_program_environ(), __builtin_return_address(0));
+  int result = mld_real.execvp(file, argv);
+  if (traced) emit_exec_failed();
+  return result;
+}
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvpe)(const char* file, char* const argv[],
+                                            char* const envp[]) {
+  if (!mld_real.execvpe) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int traced = mld_trace_enabled();
+  if (traced) emit_exec("execvpe", file, envp, __builtin_return_address(0));
+  int result = mld_real.execvpe(file, argv, envp);
+  if (traced) emit_exec_failed();
+  return result;
+}
+
+/* ---- chroot ----------------------------------------------------------- */
+
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(chroot)(const char* path) {
+  if (!mld_real.chroot) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int traced = mld_trace_enabled();
+  if (traced) {
+    int saved = errno;
+    char cwd[4096];
+    struct mld_event e;
+    mld_event_begin(&e, "chroot");
+    mld_event_str(&e, "path", path);
+    mld_event_str(&e, "cwd", getcwd(cwd, sizeof cwd));
+    mld_event_str(&e, "caller", caller_object(__builtin_return_address(0)));
+    mld_event_emit(&e);
+    errno = saved;
+  }
+  int result = mld_real.chroot(path);
+  if (traced && result != 0) {
+    int saved = errno;
+    struct mld_event e;
+    mld_event_begin(&e, "chroot_failed");
+    mld_event_emit(&e);
+    errno = saved;
+  }
   return result;
 }

@@ -1,5 +1,5 @@
 /* libc-calls.h — the wrapped libc calls of `mldoctor run`: dlerror, fork,
- * setenv, putenv, unsetenv.
+ * setenv, putenv, unsetenv, execve, execv, execvp, execvpe and chroot.
  *
  * One implementation serves both shims. The audit module (glibc 2.35+,
  * where la_symbind64 also sees BIND_NOW bindings) hands ld.so these
@@ -22,6 +22,11 @@ struct mld_libc_calls {
   int (*setenv)(const char*, const char*, int);
   int (*putenv)(char*);
   int (*unsetenv)(const char*);
+  int (*execve)(const char*, char* const[], char* const[]);
+  int (*execv)(const char*, char* const[]);
+  int (*execvp)(const char*, char* const[]);
+  int (*execvpe)(const char*, char* const[], char* const[]);
+  int (*chroot)(const char*);
 };
 
 /* Where each wrapper finds the real function; filled by the shim. */
@@ -30,6 +35,10 @@ extern struct mld_libc_calls mld_real;
 /* Provided by each shim: the OpenMP runtimes loaded in this process as a
  * JSON array of paths, for the fork event. */
 void mld_openmp_json(char* buf, size_t size);
+
+/* Provided by each shim: the program's environment (the one execv and
+ * execvp pass on), or NULL while unknown. */
+char** mld_program_environ(void);
 
 /* Threads of this process (/proc/self/task, read without malloc). */
 int mld_count_threads(void);
@@ -47,5 +56,12 @@ MLD_LIBC_VISIBLE pid_t MLD_LIBC_CALL(fork)(void);
 MLD_LIBC_VISIBLE int MLD_LIBC_CALL(setenv)(const char* name, const char* value, int overwrite);
 MLD_LIBC_VISIBLE int MLD_LIBC_CALL(putenv)(char* string);
 MLD_LIBC_VISIBLE int MLD_LIBC_CALL(unsetenv)(const char* name);
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execve)(const char* path, char* const argv[],
+                                           char* const envp[]);
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execv)(const char* path, char* const argv[]);
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvp)(const char* file, char* const argv[]);
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvpe)(const char* file, char* const argv[],
+                                            char* const envp[]);
+MLD_LIBC_VISIBLE int MLD_LIBC_CALL(chroot)(const char* path);
 
 #endif

@@ -2,7 +2,7 @@
  * before 2.35.
  *
  * From 2.35 ld.so calls la_symbind64 for BIND_NOW bindings too, and the
- * audit module wraps dlerror, fork, setenv, putenv and unsetenv where
+ * audit module wraps dlerror, fork, setenv, putenv, unsetenv, the exec calls and chroot where
  * objects bind them into libc, without adding an object to the process's
  * global scope. Before 2.35 a BIND_NOW object's bindings never reach the
  * audit module, so these calls are interposed the classic way: this library
@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libc-calls.h"
 #include "trace-writer.h"
@@ -67,4 +68,13 @@ __attribute__((constructor)) static void preload_init(void) {
   mld_real.setenv = (int (*)(const char*, const char*, int))dlsym(RTLD_NEXT, "setenv");
   mld_real.putenv = (int (*)(char*))dlsym(RTLD_NEXT, "putenv");
   mld_real.unsetenv = (int (*)(const char*))dlsym(RTLD_NEXT, "unsetenv");
+  mld_real.execve = (int (*)(const char*, char* const[], char* const[]))dlsym(RTLD_NEXT, "execve");
+  mld_real.execv = (int (*)(const char*, char* const[]))dlsym(RTLD_NEXT, "execv");
+  mld_real.execvp = (int (*)(const char*, char* const[]))dlsym(RTLD_NEXT, "execvp");
+  mld_real.execvpe =
+      (int (*)(const char*, char* const[], char* const[]))dlsym(RTLD_NEXT, "execvpe");
+  mld_real.chroot = (int (*)(const char*))dlsym(RTLD_NEXT, "chroot");
 }
+
+/* The interposer shares the program's namespace and libc. */
+char** mld_program_environ(void) { return environ; }

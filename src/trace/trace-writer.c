@@ -11,15 +11,19 @@
 #define _GNU_SOURCE
 #include "trace-writer.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static char trace_dir[1024];
 static int trace_state; /* 0 unknown, 1 on, -1 off */
+static struct stat start_root;
+static int start_root_known;
 
 size_t mld_strlen(const char* s) { return s ? strlen(s) : 0; }
 
@@ -40,8 +44,17 @@ int mld_trace_init(void) {
     return 0;
   }
   memcpy(trace_dir, dir, strlen(dir) + 1);
+  const int saved = errno;
+  start_root_known = stat("/", &start_root) == 0;
+  errno = saved;
   trace_state = 1;
   return 1;
+}
+
+int mld_root_changed(void) {
+  struct stat now;
+  if (!start_root_known || stat("/", &now) != 0) return -1;
+  return now.st_dev != start_root.st_dev || now.st_ino != start_root.st_ino;
 }
 
 int mld_trace_enabled(void) { return trace_state > 0 || mld_trace_init(); }

@@ -26,6 +26,9 @@ struct mld_event {
 /* Reads MLDOCTOR_TRACE_DIR once; 0 when tracing is off (no directory). */
 int mld_trace_init(void);
 int mld_trace_enabled(void);
+/* 1 when the process's root directory is no longer the one it had when
+ * tracing started (a chroot or pivot_root since), 0 when it is, -1 unknown. */
+int mld_root_changed(void);
 
 /* Starts an event: {"ev":"<kind>","pid":..,"tid":..,"t":<monotonic ns> */
 void mld_event_begin(struct mld_event* e, const char* kind);

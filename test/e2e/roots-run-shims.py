@@ -33,11 +33,15 @@ dladdr and dlsym). Asserted, each with the loader's exact words:
     mldoctor outside a chroot or container takes) is refused and ignored:
     "cannot be loaded as audit interface: version `GLIBC_2.34' not found",
     and the job runs unchanged;
-  - `mldoctor run` on this machine with the job chrooted into the root: the
-    root's first process refuses the audit shim with the same words, the
-    job's output and exit status are those of the plain job, and the report
-    claims no traced image of the root's glibc (today it does not say that
-    the job's processes in the root went untraced: see docs/benchmarks.md);
+  - `mldoctor run` on this machine with the job chrooted into the root, the
+    shims and the trace directory bound at the same paths: the root's first
+    process refuses the audit shim with the same words, the job's output and
+    exit status are those of the plain job, the report claims no traced
+    image of the root's glibc, and RUN001 says the command's exec after the
+    chroot went untraced because that root's ld.so refused the shims,
+    naming the GLIBC_ version they need (the one the loader names);
+  - the same without the trace directory bound: RUN001 says the command
+    changed its root to the root and the trace directory is not there;
   - the preload shim (LD_PRELOAD, the route glibc before 2.35 would take) is
     fatal there: the loader stops the job with "version `GLIBC_2.34' not
     found (required by .../libmldoctor-preload.so)", an exit status.
@@ -302,40 +306,60 @@ def bullseye(suite, root, glibc, build, figures):
 def outside(suite, root, glibc, build, code, words):
     """mldoctor run on this machine, the job chrooted into the root: the
     root's first process gets the audit shim and its ld.so refuses it; the
-    job's output and exit status are those of the plain job, and the report
-    claims nothing of a process it could not see."""
-    shims = tempfile.mkdtemp(prefix="mld-shims-", dir="/tmp")
+    job's output and exit status are those of the plain job, the report
+    claims nothing of a process it could not see, and RUN001 says why it
+    could not (with the trace directory bound into the root: the exec after
+    the chroot, refused by that root's ld.so; without: the chroot itself)."""
+    shims = mldtest.scratch(prefix="mld-shims-", dir="/tmp")
     os.chmod(shims, 0o755)
-    try:
-        for name in (AUDIT, PRELOAD):
-            shutil.copy(os.path.join(build, name), shims)
-        plain = roots.run(root, ["python3", "-c", code], timeout=300)
-        with tempfile.NamedTemporaryFile(suffix=".json") as rep:
-            argv = [mldtest.MLDOCTOR, "run", "--json", "--report", rep.name, "--"] + \
-                roots.command(root, ["python3", "-c", code], binds=[(shims, shims, "ro")])
-            p = subprocess.run(argv, env=mldtest.clean_env(MLDOCTOR_SHIM_DIR=shims), capture_output=True,
-                               text=True, timeout=300)
-            try:
-                with open(rep.name) as f:
-                    report = json.load(f)
-            except ValueError:
-                report = None
-        pattern = (r"ERROR: ld.so: object '%s/%s' cannot be loaded as audit interface: %s \(required by %s/%s\); "
-                   r"ignored\." % (re.escape(shims), AUDIT, words, re.escape(shims), AUDIT))
-        ok = check(re.search(pattern, p.stderr) is not None,
-                   "%s: run outside, job in the root: the root's ld.so should refuse the audit shim /%s/:\n%s"
-                   % (suite, pattern, p.stderr))
-        ok &= check_eq((p.returncode, p.stdout), (plain.returncode, plain.stdout),
-                       "%s: run outside, job in the root: exit status and output as the plain job's" % suite)
+    for name in (AUDIT, PRELOAD):
+        shutil.copy(os.path.join(build, name), shims)
+    needed = missing_versions(os.path.join(shims, AUDIT), glibc)
+    plain = roots.run(root, ["python3", "-c", code], timeout=300)
+    agree = total = 0
+    for bind_trace_dir in (True, False):
+        traces = mldtest.scratch(prefix="mld-trace-", dir="/tmp")
+        binds = [(shims, shims, "ro")] + ([(traces, traces)] if bind_trace_dir else [])
+        rep = os.path.join(shims, "report-%d.json" % bind_trace_dir)
+        argv = [mldtest.MLDOCTOR, "run", "--json", "--report", rep, "--trace-dir", traces, "--"] + \
+            roots.command(root, ["python3", "-c", code], binds=binds)
+        p = subprocess.run(argv, env=mldtest.clean_env(MLDOCTOR_SHIM_DIR=shims), capture_output=True,
+                           text=True, timeout=300)
+        try:
+            with open(rep) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = None
+        what = "%s: run outside, job in the root (trace directory %s)" % (
+            suite, "bound there" if bind_trace_dir else "not there")
+        ok = check_eq((p.returncode, p.stdout), (plain.returncode, plain.stdout),
+                      "%s: exit status and output as the plain job's" % what)
         ok &= check(report is not None and not [i for pr in report["processes"] for i in pr["images"]
                                                 if i.get("glibc") == glibc],
-                    "%s: the report claims a traced image of glibc %s: %s" % (suite, glibc, report))
-        print("%s: mldoctor run outside, job in the root: exit %d; the report's processes: %s; not_traced: %s"
-              % (suite, p.returncode, [pr["images"][-1]["exe"] for pr in (report or {}).get("processes", [])],
-                 (report or {}).get("not_traced")))
-        return int(ok), 1
-    finally:
-        shutil.rmtree(shims, ignore_errors=True)
+                    "%s: the report claims a traced image of glibc %s: %s" % (what, glibc, report))
+        run001 = [f for f in (report or {}).get("findings", []) if f["rule"] == "RUN001"]
+        text = json.dumps(run001)
+        if bind_trace_dir:
+            pattern = (r"ERROR: ld.so: object '%s/%s' cannot be loaded as audit interface: %s \(required by %s/%s\); "
+                       r"ignored\." % (re.escape(shims), AUDIT, words, re.escape(shims), AUDIT))
+            m = re.search(pattern, p.stderr)
+            ok &= check(m is not None, "%s: the root's ld.so should refuse the audit shim /%s/:\n%s"
+                        % (what, pattern, p.stderr))
+            # The loader names the first version it misses, RUN001 the
+            # newest the shims need (a glibc at least that loads them).
+            ok &= check(len(run001) == 1 and "changed its root directory" in text and "refused" in text
+                        and bool(needed) and "they need " + needed[-1] in text and bool(m) and m.group(1) in needed,
+                        "%s: RUN001 should say that root's ld.so refused the shims, which need %s (the loader "
+                        "names %s): %s" % (what, needed[-1] if needed else "?", m.group(1) if m else "?", text))
+        else:
+            ok &= check(len(run001) == 1 and "changed its root directory to " + root in text
+                        and "trace directory " + traces + " is not at that path" in text,
+                        "%s: RUN001 should say the root lacks the trace directory: %s" % (what, text))
+        agree += ok
+        total += 1
+        print("%s: exit %d; RUN001: %s" % (what, p.returncode, [(f["message"], [e["text"] for e in f["evidence"]])
+                                                               for f in run001]))
+    return agree, total
 
 
 def one_root(suite, build):

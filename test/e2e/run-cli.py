@@ -9,7 +9,13 @@
   * the shims missing (MLDOCTOR_SHIM_DIR pointing nowhere): the command
     still runs unchanged, and RUN001 says the shims were not found;
   * --json goes to --report FILE, never into the command's stdout;
-  * a nested `mldoctor run` does not load the shims twice.
+  * a nested `mldoctor run` does not load the shims twice;
+  * a traced command that execs a program the shims cannot load in (a static
+    program, `env -i`, a chroot where the shims are not): the program runs
+    unchanged, the report's process shows the untraced exec, and RUN001
+    names the program and the cause the exec call recorded; an exec that
+    fails (a shell searching PATH) and one into a traced program are not
+    reported. With the preload interposer (forced) too.
 """
 import json
 import os
@@ -57,6 +63,40 @@ with tempfile.TemporaryDirectory() as t:
                 doc = json.load(f)
             run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
             check(run001 and "statically linked" in json.dumps(run001), "RUN001 names the static binary: %r" % run001)
+            # Traced first (sh), then exec'd into the static program.
+            for force in ("0", "1"):
+                env = dict(os.environ, MLDOCTOR_FORCE_PRELOAD=force)
+                p = run(["--json", "--report", report, "--", "sh", "-c", "exec " + exe], env=env)
+                with open(report) as f:
+                    doc = json.load(f)
+                run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
+                procs = doc["processes"]
+                check(p.returncode == 3 and p.stdout == "static says hi\n",
+                      "preload=%s: exec'd from sh, the static program runs unchanged: %d %r" % (force, p.returncode, p.stdout))
+                check(len(procs) == 1 and (procs[0].get("untraced_exec") or {}).get("path") == exe,
+                      "preload=%s: the process shows the untraced exec: %r" % (force, procs))
+                check(len(run001) == 1 and exe in run001[0]["message"] and "statically linked" in json.dumps(run001),
+                      "preload=%s: RUN001 names the static program exec'd from sh: %r" % (force, run001))
+
+            # A chroot where the shims are not: only the static program is there.
+            if os.geteuid() == 0 and shutil.which("chroot"):
+                jail = os.path.join(t, "jail")
+                os.makedirs(jail)
+                shutil.copy(exe, os.path.join(jail, "static"))
+                p = run(["--json", "--report", report, "--", "chroot", jail, "/static"])
+                with open(report) as f:
+                    doc = json.load(f)
+                run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
+                lost = [q.get("unseen_after_chroot") for q in doc["processes"] if q.get("unseen_after_chroot")]
+                check(p.returncode == 3 and p.stdout == "static says hi\n", "chroot: the job runs unchanged")
+                check(lost and lost[0]["path"] == jail,
+                      "chroot: the process's last event is the chroot into the jail: %r" % lost)
+                text = json.dumps(run001)
+                check(len(run001) == 1 and "changed its root directory to " + jail in text
+                      and "trace directory" in text and "shims" in text,
+                      "chroot: RUN001 says the jail lacks the trace directory and the shims: %r" % run001)
+            else:
+                print("SKIP chroot case: not root")
         else:
             print("SKIP static case: gcc -static failed")
 
@@ -92,6 +132,24 @@ with tempfile.TemporaryDirectory() as t:
         run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
         check(p.returncode == 0 and run001 and "setuid" in json.dumps(run001),
               "RUN001 names the setuid program: %d %r" % (p.returncode, run001))
+
+    # env -i drops LD_AUDIT and MLDOCTOR_TRACE_DIR: python3 runs unseen.
+    p = run(["--json", "--report", report, "--", "env", "-i", "PATH=/usr/bin:/bin", "python3", "-c", "print(7)"])
+    with open(report) as f:
+        doc = json.load(f)
+    run001 = [x for x in doc["findings"] if x["rule"] == "RUN001"]
+    check(p.returncode == 0 and p.stdout == "7\n", "env -i: the job runs unchanged: %d %r" % (p.returncode, p.stdout))
+    check(len(run001) == 1 and "python3" in run001[0]["message"] and "no longer names" in json.dumps(run001),
+          "env -i: RUN001 says the environment passed on dropped the shims: %r" % run001)
+    # A shell's PATH search fails several execs before the one that works, and
+    # the program it runs is traced: no RUN001, no untraced exec.
+    p = run(["--json", "--report", report, "--", "sh", "-c", "exec python3 -c 'print(8)'"],
+            env=dict(os.environ, PATH="/nonexistent:" + os.environ.get("PATH", "/usr/bin:/bin")))
+    with open(report) as f:
+        doc = json.load(f)
+    check(p.stdout == "8\n" and not [x for x in doc["findings"] if x["rule"] == "RUN001"]
+          and not [q for q in doc["processes"] if q.get("untraced_exec")],
+          "a traced exec after failed ones is not reported: %r" % [(q["pid"], q.get("untraced_exec")) for q in doc["processes"]])
 
     nested_dir = os.path.join(t, "nested")
     p = run(["--trace-dir", nested_dir, "--report", os.devnull, "--", MLDOCTOR, "run", "--report", os.devnull, "--",

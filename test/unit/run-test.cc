@@ -246,6 +246,91 @@ TEST(TraceAnalysis, ACommandWithoutEventsWasNotSeen) {
   EXPECT_NE(found.findings[0].evidence[0].text.find("statically linked"), std::string::npos);
 }
 
+// An exec into a program the shims did not load in: a failed exec (a PATH
+// search) is not it, a traced image after it clears it, and the last one
+// with no image after it is the process's untraced exec.
+TEST(TraceModel, UntracedExecIsTheLastExecWithNoImageAfterIt) {
+  const std::string sh = ev("start", "\"exe\":\"/usr/bin/dash\",\"argv\":[\"sh\"]");
+  auto exec = [](const std::string& path, const std::string& env) {
+    return ev("exec", "\"call\":\"execve\",\"path\":\"" + path + "\",\"caller\":\"sh\"" + env +
+                          ",\"root_changed\":0");
+  };
+  const std::string env_ok = ",\"audit\":1,\"preload\":-1,\"trace_dir\":1";
+  // PATH search: two failures, then a traced python.
+  TracedProcess traced =
+      parse_process_events(sh + exec("/a/python3", env_ok) + ev("exec_failed", "") +
+                               exec("/usr/bin/python3", env_ok) + startup(),
+                           100);
+  EXPECT_EQ(traced.images.size(), 2u);
+  EXPECT_FALSE(traced.untraced_exec);
+  // The environment passed on dropped the shims: the last event is the exec.
+  TracedProcess lost = parse_process_events(
+      sh + exec("/usr/bin/python3", ",\"audit\":-1,\"preload\":-1,\"trace_dir\":-1"), 100);
+  ASSERT_TRUE(lost.untraced_exec);
+  EXPECT_EQ(lost.untraced_exec->path, "/usr/bin/python3");
+  EXPECT_TRUE(lost.untraced_exec->env_known);
+  EXPECT_EQ(lost.untraced_exec->audit, -1);
+  // execv/execvp before the program's main: environment unknown.
+  TracedProcess early = parse_process_events(
+      sh + ev("exec", "\"call\":\"execvp\",\"path\":\"x\",\"root_changed\":1"), 100);
+  ASSERT_TRUE(early.untraced_exec);
+  EXPECT_FALSE(early.untraced_exec->env_known);
+  EXPECT_EQ(early.untraced_exec->root_changed, 1);
+}
+
+// chroot() is the last event only when the new root lacked the trace
+// directory; events after it (the directory bound in) clear it, and a
+// failed chroot is no change.
+TEST(TraceModel, ChrootIsUnseenOnlyWhenItIsTheLastEvent) {
+  const std::string ch = ev("chroot", "\"path\":\"jail\",\"cwd\":\"/srv\",\"caller\":\"chroot\"");
+  TracedProcess lost = parse_process_events(startup() + ch, 100);
+  ASSERT_TRUE(lost.unseen_after_chroot);
+  EXPECT_EQ(lost.unseen_after_chroot->path, "jail");
+  EXPECT_EQ(lost.unseen_after_chroot->cwd, "/srv");
+  EXPECT_FALSE(
+      parse_process_events(startup() + ch + ev("chroot_failed", ""), 100).unseen_after_chroot);
+  EXPECT_FALSE(
+      parse_process_events(startup() + ch + ev("exec", "\"call\":\"execvp\",\"path\":\"/x\""), 100)
+          .unseen_after_chroot);
+}
+
+TEST(TraceAnalysis, CommandThatExecedOutOfSightIsNamedWithTheRecordedCause) {
+  Trace trace;
+  TracedProcess p = parse_process_events(
+      ev("start", "\"exe\":\"/usr/sbin/chroot\",\"argv\":[\"chroot\"]") +
+          ev("exec",
+             "\"call\":\"execvp\",\"path\":\"/bin/sh\",\"caller\":\"chroot\",\"audit\":1,"
+             "\"preload\":-1,\"trace_dir\":1,\"root_changed\":1"),
+      4242);
+  trace.processes[4242] = p;
+  AnalysisContext ctx;
+  ctx.child_pid = 4242;
+  ctx.shims_glibc_needed = "GLIBC_2.34";
+  FindingList found;
+  analyse(trace, ctx, found);
+  ASSERT_EQ(found.findings.size(), 1u);
+  const Finding& f = found.findings[0];
+  EXPECT_EQ(f.rule, "RUN001");
+  EXPECT_NE(f.message.find("ran /bin/sh (an exec from /usr/sbin/chroot)"), std::string::npos)
+      << f.message;
+  ASSERT_EQ(f.evidence.size(), 1u);
+  EXPECT_NE(f.evidence[0].text.find("refused them"), std::string::npos) << f.evidence[0].text;
+  EXPECT_NE(f.evidence[0].text.find("they need GLIBC_2.34"), std::string::npos);
+  EXPECT_NE(f.fix.find("inside the new root"), std::string::npos) << f.fix;
+
+  // A command whose last exec went into a traced program: nothing to say.
+  trace.processes[4242] =
+      parse_process_events(ev("start", "\"exe\":\"/usr/bin/dash\"") +
+                               ev("exec",
+                                  "\"call\":\"execve\",\"path\":\"/usr/bin/python3\",\"audit\":1,"
+                                  "\"preload\":-1,\"trace_dir\":1,\"root_changed\":0") +
+                               startup(),
+                           4242);
+  FindingList none;
+  analyse(trace, ctx, none);
+  EXPECT_TRUE(none.findings.empty());
+}
+
 // The event line parser: the escapes the writer produces (and the rest of
 // JSON's), surrogate pairs, raw non-UTF-8 bytes; nested objects, fractions
 // and integers beyond long long reject the line.
