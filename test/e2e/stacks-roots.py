@@ -10,9 +10,11 @@ The roots: scripts/make-test-roots.sh's ($MLD_TEST_ROOTS/SUITE, by default
 and sid's needs glibc 2.43, so each interpreter runs chrooted in its root, in
 a mount namespace of its own (the root untouched, a scratch directory on its
 /tmp, /proc and /dev bound in); mldoctor reads it from outside, by its pid.
-A root without its python3 is a FAILURE that says so, never a skip. sid's
-debug build (python3.14d, package python3.14-dbg) is read the same way when
-the root has it.
+A root without its python3 is a FAILURE that says so, never a skip. Each
+root's debug build (python3.Xd, package python3-dbg) is read the same way
+from 3.13 on (trixie, sid: through _Py_DebugOffsets); bullseye's 3.9d must
+be refused with the reason (Py_TRACE_REFS's two more pointers per object),
+never read with the release layout.
 
 The target: threads stopped in C calls whose Python stacks cannot move
 until the test lets them (each blocked in os.read() on a pipe of its own,
@@ -260,7 +262,9 @@ def in_syscall(pid, tid, number, arg):
         (arg is None or int(fields[1], 16) == arg)
 
 
-def one(name, python, root, minor):
+def one(name, python, root, minor, refusal=None):
+    """`refusal`: the reason `stacks` must give instead of reading (a debug
+    build it does not read), with no frame claimed."""
     calls = SYSCALLS[platform.machine()]
     d = scratch()
     os.chmod(d, 0o755)
@@ -296,6 +300,16 @@ def one(name, python, root, minor):
         process = json.loads(p.stdout)["processes"][0]
         version = process.get("python_version")
         check(process["cpython"], "%s: taken for CPython" % name)
+        if refusal:
+            check(refusal in str(process.get("python_error")),
+                  "%s: refused with the reason %r: %s" % (name, refusal, process.get("python_error")))
+            check(not [t for t in process["threads"] if t["python"]],
+                  "%s: no Python frame claimed when refused" % name)
+            p = subprocess.run([MLDOCTOR, "stacks", str(proc.pid)], capture_output=True, text=True,
+                               timeout=DEADLINE)
+            check(refusal in p.stdout + p.stderr, "%s: the text gives the reason:\n%s%s" % (name, p.stdout, p.stderr))
+            print("%s: refused as expected: %s" % (name, process.get("python_error")))
+            return
         check(process.get("python_error") is None,
               "%s: read without error: %s" % (name, process.get("python_error")))
         # Before 3.11 `stacks` knows the minor version only (from the library's
@@ -421,9 +435,15 @@ for suite in SUITES:
         continue
     minor = m.group(1)
     one("%s python%s" % (suite, minor), "/usr/bin/python" + minor, root, minor)
+    # The debug build (python3-dbg): read through _Py_DebugOffsets from 3.13
+    # on; before, its objects carry Py_TRACE_REFS's two pointers, which the
+    # release layouts do not, and `stacks` must say so rather than guess.
     debug = "/usr/bin/python%sd" % minor
-    if os.access(os.path.join(root, debug.lstrip("/")), os.X_OK):
-        one("%s python%sd (debug build)" % (suite, minor), debug, root, minor)
-    elif suite == "sid":
-        print("%s: %s not in the root (package python%s-dbg), its check not run" % (suite, debug, minor))
+    if not os.access(os.path.join(root, debug.lstrip("/")), os.X_OK):
+        fail("%s: %s is not in the root (package python3-dbg of scripts/make-test-roots.sh)" % (suite, debug))
+        continue
+    before_offsets = tuple(int(x) for x in minor.split(".")) < (3, 13)
+    one("%s python%sd (debug build)" % (suite, minor), debug, root, minor,
+        refusal="a debug build of CPython %s (Py_DEBUG: two more pointers in every object): not read by this "
+        "mldoctor" % minor if before_offsets else None)
 finish("stacks-roots")
