@@ -348,7 +348,14 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     if (lr.output_left_open) std::fprintf(out, "%-9s %s\n", "output", output_text(lr).c_str());
     for (const std::string& h : hangs_shown)
       std::fprintf(out, "%-9s reported above while the job ran: %s\n", "hang", h.c_str());
-    std::fprintf(out, "%-9s %zu traced\n", "processes", trace.processes.size());
+    // A child that only exec'd a program the shims did not load in was
+    // not traced: counted apart.
+    size_t unseen = 0;
+    for (const auto& [pid, p] : trace.processes)
+      unseen += p.images.empty() && p.objects.empty() && p.untraced_exec;
+    std::fprintf(
+        out, "%-9s %zu traced%s\n", "processes", trace.processes.size() - unseen,
+        unseen ? (", " + std::to_string(unseen) + " exec'd a program not traced").c_str() : "");
     for (const auto& [pid, p] : trace.processes) render::print_process(out, host, p, "  ");
     for (const std::string& e : trace.errors) std::fprintf(out, "  trace: %s\n", e.c_str());
     std::fprintf(out, "\n");
