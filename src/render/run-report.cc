@@ -200,7 +200,6 @@ json process_json(const run::TracedProcess& p) {
     untraced_exec = {
         {"call", x->call},
         {"path", repair_utf8(x->path)},
-        {"caller", repair_utf8(x->caller)},
         {"root_changed", x->root_changed < 0 ? json(nullptr) : json(x->root_changed == 1)}};
     if (x->env_known) {
       untraced_exec["audit_shim"] = state(x->audit);

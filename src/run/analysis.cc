@@ -89,10 +89,11 @@ detect::TraceCoverage::UnseenRoot unseen_root(const RootChange& r, const Analysi
 // passed on, whether the shims and the trace directory could be reached,
 // whether the process had changed its root, and the file when it can be
 // read from here.
-std::vector<std::string> untraced_exec_reasons(const ExecCall& x, const AnalysisContext& ctx) {
+std::vector<std::string> untraced_exec_reasons(const ExecCall& x, const std::string& from,
+                                               const AnalysisContext& ctx) {
   const std::string needs =
       ctx.shims_glibc_needed.empty() ? "" : " (they need " + ctx.shims_glibc_needed + ")";
-  const std::string by = x.caller.empty() ? "the process" : x.caller;
+  const std::string by = !x.caller.empty() ? x.caller : !from.empty() ? from : "the process";
   if (x.env_known && x.audit < 0 && x.preload < 0)
     return {"the environment " + by + " passed to " + x.call +
             "() no longer names mldoctor's shims in LD_AUDIT or LD_PRELOAD: it cleared or "
@@ -362,9 +363,9 @@ void analyse(const Trace& trace, const AnalysisContext& ctx, FindingSink& sink) 
       it != trace.processes.end() && it->second.untraced_exec) {
     const ExecCall& x = *it->second.untraced_exec;
     const TracedProcess& p = it->second;
+    const std::string from = p.images.empty() ? x.caller : p.images.back().exe;
     c.command_exec = detect::TraceCoverage::UntracedExec{
-        x.path, p.images.empty() ? x.caller : p.images.back().exe, untraced_exec_reasons(x, ctx),
-        x.root_changed == 1};
+        x.path, from, untraced_exec_reasons(x, from, ctx), x.root_changed == 1};
   }
   if (auto it = trace.processes.find(ctx.child_pid);
       it != trace.processes.end() && it->second.unseen_after_chroot) {

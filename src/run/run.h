@@ -129,9 +129,9 @@ struct RuntimeState {  // at exit
 // not reachable, -1 not named; env_known false: the environment was not
 // known (the calls were recorded before the program's main).
 struct ExecCall {
-  std::string call;  // execve, execv, execvp, execvpe
-  std::string path;  // as given (execvp: searched on PATH)
-  std::string caller;
+  std::string call;    // execve, execv, execvp, execvpe
+  std::string path;    // as given (execvp: searched on PATH)
+  std::string caller;  // empty: the shims name none (an exec may run in a vfork child)
   bool env_known = false;
   int audit = -1, preload = -1, trace_dir = -1;
   int root_changed = -1;  // the process's root is no longer the one it started with

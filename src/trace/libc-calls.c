@@ -176,13 +176,16 @@ static int shim_named(const char* list, const char* shim) {
   return named;
 }
 
-static void emit_exec(const char* call, const char* path, char* const envp[], const void* caller) {
+/* May run in a vfork() child (CPython's subprocess), which shares the
+ * parent's memory while the other threads run on: system calls only, no
+ * lock (dladdr would take ld.so's load lock, which another thread may hold
+ * while it waits for the thread that vforked), so no caller is named. */
+static void emit_exec(const char* call, const char* path, char* const envp[]) {
   int saved = errno;
   struct mld_event e;
   mld_event_begin(&e, "exec");
   mld_event_str(&e, "call", call);
   mld_event_str(&e, "path", path);
-  mld_event_str(&e, "caller", caller_object(caller));
   if (envp) {
     const char* dir = env_value(envp, "MLDOCTOR_TRACE_DIR");
     mld_event_int(&e, "audit", shim_named(env_value(envp, "LD_AUDIT"), "libmldoctor-audit"));
@@ -211,7 +214,7 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execve)(const char* path, char* const argv[],
     return -1;
   }
   const int traced = mld_trace_enabled();
-  if (traced) emit_exec("execve", path, envp, __builtin_return_address(0));
+  if (traced) emit_exec("execve", path, envp);
   int result = mld_real.execve(path, argv, envp);
   if (traced) emit_exec_failed();
   return result;
@@ -223,7 +226,7 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execv)(const char* path, char* const argv[]) 
     return -1;
   }
   const int traced = mld_trace_enabled();
-  if (traced) emit_exec("execv", path, mld_program_environ(), __builtin_return_address(0));
+  if (traced) emit_exec("execv", path, mld_program_environ());
   int result = mld_real.execv(path, argv);
   if (traced) emit_exec_failed();
   return result;
@@ -235,7 +238,7 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvp)(const char* file, char* const argv[])
     return -1;
   }
   const int traced = mld_trace_enabled();
-  if (traced) emit_exec("execvp", file, mld_program_environ(), __builtin_return_address(0));
+  if (traced) emit_exec("execvp", file, mld_program_environ());
   int result = mld_real.execvp(file, argv);
   if (traced) emit_exec_failed();
   return result;
@@ -248,7 +251,7 @@ MLD_LIBC_VISIBLE int MLD_LIBC_CALL(execvpe)(const char* file, char* const argv[]
     return -1;
   }
   const int traced = mld_trace_enabled();
-  if (traced) emit_exec("execvpe", file, envp, __builtin_return_address(0));
+  if (traced) emit_exec("execvpe", file, envp);
   int result = mld_real.execvpe(file, argv, envp);
   if (traced) emit_exec_failed();
   return result;
