@@ -78,6 +78,7 @@ with open(repro, "w") as f:
     f.write("\n".join(lines) + "\n")
 iterate_line = next(i for i, l in enumerate(lines, 1) if "# ITERATE" in l)
 open_line = next(i for i, l in enumerate(lines, 1) if "# OPEN" in l)
+visit_line = next(i for i, l in enumerate(lines, 1) if "names.append" in l)
 
 env = scenario_env()
 report = os.path.join(t, "report.txt")
@@ -111,12 +112,17 @@ if heads:
     h = heads[0]
     check_in("is inside dl_iterate_phdr, which holds glibc's loader lock, and its callback waits for the GIL",
              h, "the iterating thread's half")
-    check_in("at repro.py:%d (iterate)" % iterate_line, h, "the iterating thread's Python line")
+    # The walker is either waiting to enter the callback (its innermost
+    # Python frame is iterate's call) or was made to drop the GIL inside it
+    # (another thread asked for it) and waits to take it back in visit.
+    check("at repro.py:%d (iterate)" % iterate_line in h or "at repro.py:%d (visit)" % visit_line in h,
+          "the iterating thread's Python line (iterate's call or the callback's): %s" % h)
     check_in("holds the GIL and waits for the loader lock in dlopen", h, "the opening thread's half")
     check_in("at repro.py:%d (open_close)" % open_line, h, "the opening thread's Python line")
-check(re.search(r"\n     fix: your code calls dl_iterate_phdr with a Python callback \(iterate \(%s:%d\)\): never run "
-                r"Python in that callback" % (re.escape(repro), iterate_line), text) is not None,
-      "the fix names the callback's caller and the rule")
+check(re.search(r"\n     fix: your code calls dl_iterate_phdr with a Python callback \((iterate \(%s:%d\)|visit \(%s:%d\))\): "
+                r"never run Python in that callback" % (re.escape(repro), iterate_line, re.escape(repro), visit_line),
+                text) is not None,
+      "the fix names the callback's caller (or the callback) and the rule")
 check(re.search(r"\n     reported as: no CPU progress, no output and no events for \d+ s .*RUN002\n", text) is not None,
       "the hang itself is context of the deadlock")
 check_in("\n1 error · mldoctor explain RUN007\n", text, "one cause, one error")

@@ -299,6 +299,37 @@ TEST(LoaderLockInversion, TheCallerIsNamedInTheFix) {
   EXPECT_NE(d->fix.find("pip install -U 'threadpoolctl>=3.7'"), std::string::npos) << d->fix;
 }
 
+// The walker was made to drop the GIL inside its callback (another thread
+// asked for it) and takes it back from the eval loop: take_gil, static and
+// unnamed in Debian's python3.11, straight under _PyEval_EvalFrameDefault,
+// with no named GIL entry (seen under load, run-loader-lock-deadlock.py).
+TEST(LoaderLockInversion, GilTakenBackInsideTheCallbackUnnamed) {
+  HangSample s = inversion("/tmp/t/repro.py");
+  ThreadSample& walker = s.processes[0].threads[1];
+  walker.python.insert(walker.python.begin(), PythonFrame{"visit", "/tmp/t/repro.py", 7});
+  walker.stack = {"__futex_abstimed_wait_common (libc.so.6)",
+                  "pthread_cond_timedwait@@GLIBC_2.3.2 (libc.so.6)",
+                  "?? (python3.11)",
+                  "_PyEval_EvalFrameDefault (python3.11)",
+                  "_PyFunction_Vectorcall (python3.11)",
+                  "PyObject_Vectorcall (python3.11)",
+                  "?? (_ctypes.cpython-311-x86_64-linux-gnu.so)",
+                  "?? (libffi.so.8.1.2)",
+                  "dl_iterate_phdr (libc.so.6)"};
+  const std::vector<Finding> found = hang_findings(s);
+  const Finding* d = find(found, "RUN007");
+  ASSERT_TRUE(d);
+  EXPECT_NE(d->message.find("thread 12036 at repro.py:7 (visit) is inside dl_iterate_phdr"),
+            std::string::npos)
+      << d->message;
+  EXPECT_NE(d->message.find("waits for the GIL (take_gil, unnamed in python3.11)"),
+            std::string::npos)
+      << d->message;
+  // A condition wait from a library that is not the interpreter is no GIL.
+  walker.stack[2] = "?? (libfoo.so)";
+  EXPECT_FALSE(find(hang_findings(s), "RUN007"));
+}
+
 // Each half alone is no deadlock: a callback waiting for the GIL with no
 // thread stuck in the loader, or a thread in dlopen's mutex with no callback
 // under the loader lock.

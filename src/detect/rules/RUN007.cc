@@ -51,6 +51,41 @@ bool gil_wait(const std::string& f) {
                     "PyThreadState_Attach", "PyEval_AcquireLock"});
 }
 
+// The object of a native frame: "?? (python3.11)" -> "python3.11".
+std::string object_of(const std::string& frame) {
+  const size_t open = frame.rfind(" (");
+  if (open == std::string::npos || !frame.ends_with(")")) return "";
+  return frame.substr(open + 2, frame.size() - open - 3);
+}
+
+// Where a thread waits for the GIL: a named CPython entry (gil_wait), or a
+// condition wait called straight from an unnamed frame of the interpreter.
+// take_gil is static: where the binary keeps no .symtab (Debian's) it has
+// no name, and a thread that the eval loop made drop the GIL (another
+// thread asked for it) takes it back from _PyEval_EvalFrameDefault through
+// it, with no named entry in between. The GIL is the interpreter's own
+// condition variable; its locks and parking lot wait on semaphores.
+size_t gil_wait_at(const ThreadSample& t) {
+  if (const size_t at = find_frame(t, gil_wait); at != std::string::npos) return at;
+  for (size_t i = 0; i + 1 < t.stack.size(); i++) {
+    if (!one_of(function_of(t.stack[i]),
+                {"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}))
+      continue;
+    const std::string caller = t.stack[i + 1];
+    const std::string object = object_of(caller);
+    if (function_of(caller) == "??" &&
+        (object.starts_with("python3") || object.starts_with("libpython3")))
+      return i + 1;
+  }
+  return std::string::npos;
+}
+
+// The GIL wait's function as the finding names it.
+std::string gil_wait_name(const ThreadSample& t, size_t at) {
+  const std::string f = function_of(t.stack[at]);
+  return f == "??" ? "take_gil, unnamed in " + object_of(t.stack[at]) : f;
+}
+
 bool iterate(const std::string& f) { return f == "dl_iterate_phdr"; }
 
 // Where a thread enters the loader's locks: the loader's own entry points
@@ -133,7 +168,7 @@ MLD_DETECTOR(RUN007) {
     const ThreadSample* iterator = nullptr;
     size_t iterator_at = 0;
     for (const ThreadSample& t : p.threads) {
-      const size_t gil = find_frame(t, gil_wait), it = find_frame(t, iterate);
+      const size_t gil = gil_wait_at(t), it = find_frame(t, iterate);
       if (gil != std::string::npos && it != std::string::npos && gil < it) {
         iterator = &t;
         iterator_at = it;
@@ -149,7 +184,7 @@ MLD_DETECTOR(RUN007) {
     const ThreadSample* opener = nullptr;
     size_t opener_at = 0;
     for (const ThreadSample& t : p.threads) {
-      if (&t == iterator || find_frame(t, gil_wait) != std::string::npos) continue;
+      if (&t == iterator || gil_wait_at(t) != std::string::npos) continue;
       const size_t entry = find_frame(t, loader_entry);
       if (entry == std::string::npos) continue;
       const size_t wait = find_frame(t, lock_wait);
@@ -168,11 +203,11 @@ MLD_DETECTOR(RUN007) {
     Detection d;
     d.subject = "pid " + std::to_string(p.pid);
     const std::string call = loader_call(*opener);
-    const size_t gil_at = find_frame(*iterator, gil_wait);
+    const size_t gil_at = gil_wait_at(*iterator);
     d.message = "deadlock in pid " + std::to_string(p.pid) + ": " + thread_words(*iterator) +
                 " is inside dl_iterate_phdr, which holds glibc's loader lock, and its callback "
                 "waits for the GIL (" +
-                function_of(iterator->stack[gil_at]) + "); " + thread_words(*opener) +
+                gil_wait_name(*iterator, gil_at) + "); " + thread_words(*opener) +
                 " holds the GIL and waits for the loader lock in " + call;
     d.evidence.push_back({"pid " + std::to_string(p.pid) + ": " + p.command, "", std::nullopt});
     for (const auto& [t, last, role] :
