@@ -49,7 +49,9 @@ struct LogsOptions {
 };
 
 int run_logs(const CommonOptions& common, const LogsOptions& opts);
-int run_rules(const CommonOptions& common);
+// `rules --check`: the rules' examples, negatives and cited format strings
+// scanned through the real matcher; exit 1 on any problem.
+int run_rules(const CommonOptions& common, bool check = false);
 
 struct CheckOptions {
   std::optional<std::string> python;                // --python
@@ -148,6 +150,7 @@ struct Invocation {
   StacksOptions stacks;
   std::vector<std::string> diff_paths;
   std::string explain_id;
+  bool rules_check = false;  // rules --check
 };
 
 // The machine a command analyses: this one, or the tree of --root with its

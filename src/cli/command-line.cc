@@ -227,6 +227,10 @@ CommandLine::CommandLine(std::function<std::string()> version) {
   // Knowledge base.
   rules_cmd = app.add_subcommand("rules", "list the knowledge base's rules");
   rules_cmd->group(kGroupRules);
+  rules_cmd->add_flag("--check", in.rules_check,
+                      "check the rules against their own claims: every example produces its rule, "
+                      "every negative none, every cited format string (filled with sample values, "
+                      "after the prefixes logs carry) its rule first; exit 1 on any problem");
   add_common(rules_cmd);
   explain_cmd = app.add_subcommand("explain", "print one rule: cause, fix, references");
   explain_cmd->group(kGroupRules);

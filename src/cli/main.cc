@@ -118,7 +118,7 @@ int dispatch(const Invocation& in, int* argc, char*** argv) {
     case Command::Diff: return run_diff(in.common, in.diff_paths);
     case Command::Libs: return run_libs(in.common, in.libs);
     case Command::Logs: return run_logs(in.common, in.logs);
-    case Command::Rules: return run_rules(in.common);
+    case Command::Rules: return run_rules(in.common, in.rules_check);
     case Command::Explain: return run_explain(in.common, in.explain_id);
     case Command::Jit: return run_jit(in.common, in.jit);
     case Command::Snapshot: return run_snapshot(in.common, in.snapshot);

@@ -112,6 +112,9 @@ class Scanner {
   std::vector<const LogFinding*> findings() const;
 
   u64 bytes() const;
+  // The encoding the input was decoded from ("UTF-16LE", "UTF-16BE"), or
+  // empty when it was scanned as the bytes it is (UTF-8 or 8-bit text).
+  std::string encoding() const;
   u64 lines() const;  // complete lines seen (a final line without '\n' counts after finish())
 
  private:
@@ -132,6 +135,27 @@ struct ReadOptions {
   std::function<void()> on_idle;      // follow: the input was idle for stall_seconds
 };
 void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& options);
+
+// A rule set checked against its own claims through this matcher
+// (`mldoctor rules --check`; rule-check.cc): every positive example produces
+// its rule, every negative example produces no rule, and every [[source]]
+// format string, filled with sample values and printed after each prefix
+// real logs put before a line, makes its rule the first incident's cause.
+struct RuleCheckProblem {
+  std::string rule;
+  std::string what;
+};
+struct RuleCheckResult {
+  size_t rules = 0;                    // log rules checked
+  size_t examples = 0;                 // positive examples scanned
+  size_t negatives = 0;                // negative examples scanned
+  size_t sources = 0;                  // format strings cited
+  size_t source_lines = 0;             // format strings x prefixes scanned
+  std::vector<std::string> unsourced;  // log rules with line signatures but no [[source]]
+  std::vector<RuleCheckProblem> problems;
+};
+RuleCheckResult check_rules(const rules::RuleSet& rules,
+                            const std::shared_ptr<const Matcher>& matcher);
 
 // Launcher rank written at the start of a line ("[rank3]:", "[default3]:",
 // "rank3:", srun --label "3: "), if any.

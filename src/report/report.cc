@@ -307,6 +307,11 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
     for (const rules::StackSignature& s : r.stacks)
       std::fprintf(out, "  a hung thread's stack frame %s%s%s\n", s.frame.c_str(),
                    s.under.empty() ? "" : " under ", s.under.c_str());
+    if (!r.sources.empty()) {
+      std::fprintf(out, "\n%sPrinted by%s\n", c.bold, c.off);
+      for (const rules::Source& s : r.sources)
+        std::fprintf(out, "  %s\n", rules::source_url(s).c_str());
+    }
   } else if (!r.detector.empty()) {
     std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off,
                  r.detector.c_str());
@@ -344,6 +349,19 @@ nlohmann::json rule_json(const rules::Rule& r) {
     if (!s.message.empty()) j["message"] = s.message;
     stacks.push_back(std::move(j));
   }
+  nlohmann::json sources = nlohmann::json::array();
+  for (const rules::Source& s : r.sources) {
+    static constexpr const char* kSyntax[] = {"printf", "brace", "literal"};
+    nlohmann::json j = {{"repository", s.repository},
+                        {"path", s.path},
+                        {"line", s.line},
+                        {"tag", s.tag},
+                        {"format", s.format},
+                        {"syntax", kSyntax[static_cast<int>(s.syntax)]},
+                        {"url", rules::source_url(s)}};
+    if (!s.values.empty()) j["values"] = s.values;
+    sources.push_back(std::move(j));
+  }
   nlohmann::json j = {
       {"id", r.id},
       {"severity", severity_name(r.severity)},
@@ -355,6 +373,7 @@ nlohmann::json rule_json(const rules::Rule& r) {
   if (!r.detector.empty()) j["detector"] = r.detector;
   if (!sigs.empty()) j["signatures"] = sigs;
   if (!stacks.empty()) j["stacks"] = stacks;
+  if (!sources.empty()) j["sources"] = sources;
   if (!r.replaces.empty()) j["replaces"] = r.replaces;
   if (r.envelope) j["envelope"] = true;
   if (r.withdrawn) j["withdrawn"] = true;
@@ -394,6 +413,17 @@ std::string rule_markdown(const rules::Rule& r) {
                          under.empty() ? "" : fmt::format(" called from `{}`", under));
     }
     out += "\n";
+    if (!r.sources.empty()) {
+      out += "Printed by:\n\n";
+      for (const rules::Source& s : r.sources) {
+        std::string format = s.format;
+        std::replace(format.begin(), format.end(), '`', '\'');
+        std::replace(format.begin(), format.end(), '\n', ' ');
+        out += fmt::format("- [{} `{}`:{}]({}) at {}: `{}`\n", s.repository, s.path, s.line,
+                           rules::source_url(s), s.tag, format);
+      }
+      out += "\n";
+    }
   } else if (!r.detector.empty()) {
     out += fmt::format("Detected by `{}`.\n\n", r.detector);
   }

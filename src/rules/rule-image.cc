@@ -6,7 +6,7 @@
 // The image is only a cache of the embedded TOML: it is used when it holds
 // exactly the embedded rule files, in order, and otherwise ignored.
 //
-// Format: "MLDRULES1", then per rule its fields in declaration order.
+// Format: "MLDRULES2", then per rule its fields in declaration order.
 // Strings and lists are a little-endian u32 count followed by their items.
 #include <cstring>
 
@@ -15,7 +15,7 @@
 namespace mld::rules {
 namespace {
 
-constexpr std::string_view kMagic = "MLDRULES1";
+constexpr std::string_view kMagic = "MLDRULES2";
 
 class Writer {
  public:
@@ -142,6 +142,16 @@ std::string rule_image(const std::vector<Rule>& rules) {
       w.text(s.message);
       w.text(s.subject);
     }
+    w.number(static_cast<u32>(r.sources.size()));
+    for (const Source& s : r.sources) {
+      w.text(s.repository);
+      w.text(s.path);
+      w.number(s.line);
+      w.text(s.tag);
+      w.text(s.format);
+      w.number(static_cast<u32>(s.syntax));
+      w.texts(s.values);
+    }
     w.texts(r.replaces);
     w.flag(r.envelope);
     w.number(static_cast<u32>(r.examples.size()));
@@ -195,6 +205,19 @@ std::optional<std::vector<Rule>> read_rule_image(std::string_view image) {
       s.message = r.text();
       s.subject = r.text();
       rule.stacks.push_back(std::move(s));
+    }
+    for (u32 k = r.count(32); k > 0 && r.ok(); k--) {
+      Source s;
+      s.repository = r.text();
+      s.path = r.text();
+      s.line = r.number();
+      s.tag = r.text();
+      s.format = r.text();
+      u32 syntax = r.number();
+      if (syntax > static_cast<u32>(FormatSyntax::Literal)) return std::nullopt;
+      s.syntax = static_cast<FormatSyntax>(syntax);
+      s.values = r.texts();
+      rule.sources.push_back(std::move(s));
     }
     rule.replaces = r.texts();
     rule.envelope = r.flag();

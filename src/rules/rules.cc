@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -269,6 +270,56 @@ Example read_example(Reader& r, const toml::table& t, std::string_view where, bo
   return e;
 }
 
+// A repository as GitHub spells it: owner/name, no scheme, no extra slash.
+bool valid_repository(std::string_view repo) {
+  size_t slash = repo.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == repo.size() ||
+      repo.find('/', slash + 1) != std::string_view::npos)
+    return false;
+  for (char c : repo)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+          c == '/'))
+      return false;
+  return true;
+}
+
+Source read_source(Reader& r, const toml::table& t, const std::string& where) {
+  Source s;
+  r.only_keys(t, {"repository", "path", "line", "tag", "format", "syntax", "values"}, where);
+  s.repository = r.string(t, "repository", true, where);
+  s.path = r.string(t, "path", true, where);
+  s.tag = r.string(t, "tag", true, where);
+  s.format = r.string(t, "format", true, where);
+  s.values = r.strings(t, "values", where);
+  if (!s.repository.empty() && !valid_repository(s.repository))
+    r.problem(where + "repository '" + s.repository + "' is not a GitHub owner/name");
+  if (s.path.starts_with("/") || s.path.find("..") != std::string::npos)
+    r.problem(where + "path must be relative to the repository: " + s.path);
+  if (const toml::node* n = t.get("line")) {
+    const auto* i = n->as_integer();
+    if (!i || i->get() < 1 || i->get() > 10000000)
+      r.problem(where + "'line' must be a line number");
+    else
+      s.line = static_cast<u32>(i->get());
+  } else {
+    r.problem(where + "missing 'line'");
+  }
+  const std::string syntax = r.string(t, "syntax", false, where);
+  if (syntax == "brace")
+    s.syntax = FormatSyntax::Brace;
+  else if (syntax == "literal")
+    s.syntax = FormatSyntax::Literal;
+  else if (!syntax.empty() && syntax != "printf")
+    r.problem(where + "syntax '" + syntax + "' is not printf, brace or literal");
+  if (s.format.find_first_not_of(" \t\r\n") == std::string::npos) {
+    if (t.get("format")) r.problem(where + "empty format");
+  } else {
+    std::string error;
+    if (!instantiate_format(s, &error)) r.problem(where + "format: " + error);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
@@ -293,8 +344,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   rule.origin = std::string(origin);
   r.only_keys(doc,
               {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix",
-               "detector", "replaces", "envelope", "signature", "stack", "example", "negative",
-               "withdrawn"},
+               "detector", "replaces", "envelope", "signature", "stack", "source", "example",
+               "negative", "withdrawn"},
               "");
   rule.id = r.string(doc, "id", true, "");
   if (!rule.id.empty()) {
@@ -383,6 +434,9 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       r.problem(where + "a frame pattern never spans lines");
     rule.stacks.push_back(std::move(s));
   });
+  r.tables(doc, "source", [&](const toml::table& t, const std::string& where) {
+    rule.sources.push_back(read_source(r, t, where));
+  });
   r.tables(doc, "example", [&](const toml::table& t, const std::string& where) {
     rule.examples.push_back(read_example(r, t, where, true));
   });
@@ -396,6 +450,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
     if (rule.is_log_rule()) {
       if (rule.examples.empty()) r.problem("a log rule needs at least one [[example]]");
       if (rule.negatives.empty()) r.problem("a log rule needs at least one [[negative]]");
+    } else if (!rule.sources.empty()) {
+      r.problem("[[source]] is for log rules: it cites where a logged message is printed");
     }
   }
   for (const Example& e : rule.examples)

@@ -46,6 +46,37 @@ struct Example {
   bool operator==(const Example&) const = default;
 };
 
+// Where an emitter prints a log rule's message: the format string in a public
+// repository at a tag. Signatures are derived from these (literals kept,
+// placeholders typed, any prefix tolerated), and the rule check instantiates
+// each one with sample values and requires the rule to name it.
+enum class FormatSyntax {
+  Printf,   // C printf (%s, %d, %1$s, %.*s, %m, %%) and Python's %-format (%(name)s)
+  Brace,    // Python str.format / f-strings / fmt / c10::str pieces: {}, {0}, {name!r}, {:.2f}
+  Literal,  // no placeholders
+};
+struct Source {
+  std::string repository;  // GitHub "owner/name" ("llvm/llvm-project")
+  std::string path;        // file in it
+  u32 line = 0;            // line of the format string at `tag`
+  std::string tag;         // release tag or commit the line was read at
+  std::string format;      // the message as the emitter formats it (escapes resolved)
+  FormatSyntax syntax = FormatSyntax::Printf;
+  std::vector<std::string> values;  // sample arguments in order; empty: typed defaults
+  bool operator==(const Source&) const = default;
+};
+
+// The source's URL at its tag and line.
+std::string source_url(const Source& s);
+
+// `format` with every placeholder replaced by an argument: values[i] for the
+// i-th argument (positional %N$ and {N} by their number), else a sample of
+// the placeholder's type ("sample" for strings, 3 for integers, 1f for hex,
+// 1.50 for floats, 0x7f3a2c001000 for pointers, an errno text for %m).
+// nullopt with `error` set when the format is malformed for its syntax or
+// the values do not fit.
+std::optional<std::string> instantiate_format(const Source& source, std::string* error);
+
 struct Fix {
   std::string text;              // Markdown
   std::vector<std::string> env;  // "NAME=value"
@@ -66,6 +97,7 @@ struct Rule {
   std::string detector;                // fact-based rules
   std::vector<Signature> signatures;   // log rules
   std::vector<StackSignature> stacks;  // log rules: waits in stack dumps
+  std::vector<Source> sources;         // log rules: where the emitters print the message
   std::vector<std::string> replaces;   // more generic rules this one explains (hides on a line)
   // Log rules: the finding reports a wrapper around a cause (an exception
   // class, a launcher's summary, a generic NCCL result), which any error
