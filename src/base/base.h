@@ -333,6 +333,9 @@ std::string errno_text(int err);
 // Lowercase hex of bytes ("build-id" style).
 std::string to_hex(ByteView bytes);
 
+// Appends code point `cp` (below 0x110000) to `out` as UTF-8.
+void append_utf8(std::string& out, u32 cp);
+
 // `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD
 // (paths and program output are bytes; JSON wants text).
 std::string repair_utf8(std::string_view s);

@@ -25,6 +25,7 @@ struct InputResult {
   std::string error;
   u64 bytes = 0;
   u64 lines = 0;
+  std::string encoding;                    // "UTF-16LE" when decoded; empty: bytes as they are
   std::vector<const Finding*> findings;    // in line order
   std::vector<rules::Incident> incidents;  // cause first, most severe first
 };
@@ -97,6 +98,7 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
     if (opts.follow) ro.on_progress();
     r.bytes = scanner->bytes();
     r.lines = scanner->lines();
+    r.encoding = scanner->encoding();
     for (const logs::LogFinding* lf : scanner->findings()) r.findings.push_back(&lf->finding);
     r.incidents = rules::group_incidents(r.findings, rule_set);
     scanners.push_back(std::move(scanner));
@@ -123,6 +125,7 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
                           {"findings", fj},
                           {"incidents", ij}};
       if (!r.error.empty()) j["error"] = r.error;
+      if (!r.encoding.empty()) j["encoding"] = r.encoding;
       inputs.push_back(std::move(j));
     }
     nlohmann::json doc = {
@@ -135,8 +138,9 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
                      r.error.c_str());
         continue;
       }
-      std::fprintf(out, "## mldoctor logs: `%s`\n\n%llu lines scanned%s\n\n", r.path.c_str(),
+      std::fprintf(out, "## mldoctor logs: `%s`\n\n%llu lines scanned%s%s\n\n", r.path.c_str(),
                    static_cast<unsigned long long>(r.lines),
+                   r.encoding.empty() ? "" : (" (" + r.encoding + ", decoded)").c_str(),
                    r.error.empty() ? "" : (" — " + r.error).c_str());
       report::print_incidents_markdown(out, r.incidents);
     }
@@ -149,9 +153,10 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
                       (r.incidents.size() == 1 ? " incident" : " incidents");
         // An input never read has no counts to show: its error was said.
         if (!r.error.empty() && r.bytes == 0) continue;
-        std::fprintf(out, "%s: %llu lines, %zu finding%s%s%s\n", r.path.c_str(),
-                     static_cast<unsigned long long>(r.lines), r.findings.size(),
-                     r.findings.size() == 1 ? "" : "s", incidents.c_str(),
+        std::fprintf(out, "%s: %llu line%s%s, %zu finding%s%s%s\n", r.path.c_str(),
+                     static_cast<unsigned long long>(r.lines), r.lines == 1 ? "" : "s",
+                     r.encoding.empty() ? "" : (" of " + r.encoding + " text").c_str(),
+                     r.findings.size(), r.findings.size() == 1 ? "" : "s", incidents.c_str(),
                      r.error.empty() ? "" : " (then a read error: the rest was not scanned)");
         for (const rules::Incident& inc : r.incidents) report::print_incident(out, inc, style);
       } else {

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -437,6 +438,27 @@ void follow_stream(const std::string& path, int fd, Scanner& scanner, const Read
   }
 }
 
+// A named pipe opened without blocking: waits until a program writes to it
+// (or one that did has closed it), saying once on standard error that it
+// waits and for what. Returns false when `options.stop` asked to stop first.
+bool wait_for_writer(const std::string& path, int fd, const ReadOptions& options) {
+  bool said = false;
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    int rc = ::poll(&pfd, 1, 1000);
+    if (rc < 0 && errno != EINTR) fail(path, "poll", errno);
+    if (rc > 0) return true;  // data, or a writer came and went (POLLHUP)
+    if (options.stop && options.stop()) return false;
+    if (!said) {
+      std::fprintf(stderr,
+                   "mldoctor logs: %s is a named pipe (FIFO) that no program writes to yet: "
+                   "waiting for one to write and close it (Ctrl-C stops)\n",
+                   path.c_str());
+      said = true;
+    }
+  }
+}
+
 }  // namespace
 
 void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& options) {
@@ -444,12 +466,20 @@ void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& op
   // A path given on the command line is read as named: a pipe or a
   // terminal is a stream, like `-` (O_NOCTTY: never this process's
   // controlling terminal).
-  Fd fd(is_stdin ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC));
+  // O_NONBLOCK: opening a named pipe no program writes to would block
+  // before a word is said; it is waited on below, saying so.
+  Fd fd(is_stdin ? ::dup(STDIN_FILENO)
+                 : ::open(path.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) fail(is_stdin ? "standard input" : path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(path, "cannot stat", errno);
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory", 0);
   bool regular = S_ISREG(st.st_mode);
+  if (!is_stdin && S_ISFIFO(st.st_mode) && !wait_for_writer(path, fd.get(), options)) return;
+  if (!is_stdin) {
+    int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  }
 
   if (regular && is_gzip(fd.get())) {
     scan_gzip(path, fd.get(), scanner, options);

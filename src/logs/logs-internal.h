@@ -16,6 +16,36 @@ namespace mld::logs {
 
 struct StackTrigger;
 
+// The text encoding of a log, found from its first bytes (encoding.cc):
+// UTF-16 (by its byte-order mark, or ASCII-range text with a NUL in every
+// other byte) is decoded to UTF-8; anything else passes through as bytes.
+class TextDecoder {
+ public:
+  enum class Encoding { Undecided, Bytes, Utf16LE, Utf16BE };
+  // The next bytes of the input; returns the text to scan, in two pieces
+  // (the held-back first bytes, then the rest of the block as it lies),
+  // valid until the next call; empty while the first bytes are held back to
+  // be recognised.
+  struct Text {
+    std::string_view first, second;
+  };
+  Text decode(std::string_view in);
+  // The end of input: what was held back.
+  std::string_view finish();
+  // "UTF-16LE"/"UTF-16BE" when the input was decoded, else null.
+  const char* name() const;
+  bool passes_bytes_through() const { return encoding_ == Encoding::Bytes; }
+
+ private:
+  void transcode(std::string_view in);
+  void put_unit(u32 unit);
+  Encoding encoding_ = Encoding::Undecided;
+  bool bom_ = false;
+  std::string held_;  // undecided first bytes, or an odd byte between blocks
+  u32 high_surrogate_ = 0;
+  std::string out_;
+};
+
 // One compiled pattern: a signature's own pattern, or its followed_by, or a
 // line that may start a stack dump (rule and signature null).
 struct CompiledPattern {

@@ -334,6 +334,10 @@ struct Scanner::State {
   std::vector<size_t> fresh;  // completed, not yet taken
   std::deque<TailLine> tail;
   u64 stall_reported_at = ~u64{0};  // input size at the last stall report
+  TextDecoder decoder;              // UTF-16 logs are scanned as UTF-8
+
+  // Scans text (after decoding), keeping a partial last line.
+  void feed_text(std::string_view data);
 
   State(std::shared_ptr<const Matcher> mt, ScanOptions opts)
       : matcher(std::move(mt)), m(matcher->impl()), options(std::move(opts)) {
@@ -925,6 +929,17 @@ void Scanner::feed(ByteView block) {
   if (s.finished) throw IoError("log scanner: feed() after finish()");
   std::string_view data(reinterpret_cast<const char*>(block.data()), block.size());
   s.bytes += data.size();
+  if (s.decoder.passes_bytes_through()) {
+    s.feed_text(data);
+    return;
+  }
+  TextDecoder::Text text = s.decoder.decode(data);
+  s.feed_text(text.first);
+  s.feed_text(text.second);
+}
+
+void Scanner::State::feed_text(std::string_view data) {
+  State& s = *this;
   while (!data.empty()) {
     if (!s.carry.empty() || data.find('\n') == std::string_view::npos) {
       // Complete the carried partial line first.
@@ -971,6 +986,7 @@ void Scanner::feed(ByteView block) {
 void Scanner::finish() {
   State& s = *s_;
   if (s.finished) return;
+  s.feed_text(s.decoder.finish());
   if (!s.carry.empty()) {
     s.carry.push_back('\n');  // the last line, unterminated: scan it as a line
     s.process(s.carry);
@@ -1009,6 +1025,10 @@ std::vector<const LogFinding*> Scanner::findings() const {
 }
 
 u64 Scanner::bytes() const { return s_->bytes; }
+std::string Scanner::encoding() const {
+  const char* name = s_->decoder.name();
+  return name ? name : "";
+}
 u64 Scanner::lines() const { return s_->newlines; }
 
 }  // namespace mld::logs

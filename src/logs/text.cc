@@ -186,10 +186,15 @@ std::string printable_line(std::string_view line, size_t focus, size_t max_bytes
     size_t n = utf8_length(seg, i);
     if (n == 0 || (n == 1 && (b < 0x20 || b == 0x7f))) {
       if (cut_back && seg.size() - i < 4 && b >= 0x80) break;  // a sequence the cut split
+      // A run of one byte (a file's NUL padding after a crash) is shown
+      // once with its length, not as hundreds of escapes.
+      size_t run = 1;
+      while (i + run < seg.size() && static_cast<unsigned char>(seg[i + run]) == b) run++;
       out += "\\x";
       out += hex[b >> 4];
       out += hex[b & 15];
-      i++;
+      if (run >= 4) out += "\u00d7" + std::to_string(run);  // "\x00×1000"
+      i += run >= 4 ? run : 1;
       continue;
     }
     out.append(seg.substr(i, n));

@@ -438,20 +438,8 @@ class Walker {
     for (size_t i = 0; i < raw.size(); i += kind) {
       u32 cp = 0;
       std::memcpy(&cp, raw.data() + i, kind);
-      if (cp < 0x80) {
-        utf8 += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        utf8 += static_cast<char>(0xc0 | (cp >> 6));
-        utf8 += static_cast<char>(0x80 | (cp & 63));
-      } else if (cp < 0x10000) {
-        utf8 += static_cast<char>(0xe0 | (cp >> 12));
-        utf8 += static_cast<char>(0x80 | ((cp >> 6) & 63));
-        utf8 += static_cast<char>(0x80 | (cp & 63));
-      } else if (cp < 0x110000) {
-        utf8 += static_cast<char>(0xf0 | (cp >> 18));
-        utf8 += static_cast<char>(0x80 | ((cp >> 12) & 63));
-        utf8 += static_cast<char>(0x80 | ((cp >> 6) & 63));
-        utf8 += static_cast<char>(0x80 | (cp & 63));
+      if (cp < 0x110000) {
+        append_utf8(utf8, cp);
       } else {
         return std::nullopt;
       }

@@ -10,6 +10,7 @@ base; the knowledge base's examples are tested by rules-test.
 import gzip
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -94,7 +95,7 @@ def main():
 
     p = run(["logs"] + R + ["--fail-on", "error", "-"], input="nothing here\n")
     eq("stdin: clean log exits 0", p.returncode, 0)
-    ok("stdin: named <stdin>", "<stdin>: 1 lines, 0 findings" in p.stdout, p.stdout)
+    ok("stdin: named <stdin>", "<stdin>: 1 line, 0 findings" in p.stdout, p.stdout)
 
     gz = log + ".gz"
     with open(log, "rb") as src, gzip.open(gz, "wb") as dst:
@@ -113,6 +114,49 @@ def main():
     p = run(["logs"] + R + ["-C", "1", log])
     ok("context: lines around, grep-style", "%s:501- step 500 loss 0.1" % log in p.stdout and
           "%s:503- step 501 loss 0.1" % log in p.stdout, p.stdout)
+
+    # A log PowerShell wrote (`python train.py > train.log`: UTF-16LE with a
+    # byte-order mark, CRLF), gzip'd too, and UTF-16BE without a mark: read
+    # as their text, said so, line numbers kept.
+    text = "PS C:\\work> python train.py\r\n" + "".join(
+        "step %d loss 0.1\r\n" % i for i in range(300)) + OMP + "\r\n"
+    ps = os.path.join(t, "powershell.log")
+    with open(ps, "wb") as f:
+        f.write(b"\xff\xfe" + text.encode("utf-16-le"))
+    with open(ps, "rb") as src, gzip.open(ps + ".gz", "wb") as dst:
+        dst.write(src.read())
+    be = os.path.join(t, "utf16be.log")
+    with open(be, "wb") as f:
+        f.write(text.encode("utf-16-be"))
+    for path in (ps, ps + ".gz", be):
+        p = run(["logs"] + R + [path])
+        name = os.path.basename(path)
+        eq(name + ": exit 1 on the finding", p.returncode, 1)
+        enc = "UTF-16BE" if path == be else "UTF-16LE"
+        ok(name + ": decoded and said so", "%s: 302 lines of %s text, 1 finding" % (path, enc)
+           in p.stdout, p.stdout + p.stderr)
+        ok(name + ": line number of the text", "%s:302: OMP: Error #15" % path in p.stdout, p.stdout)
+    doc = json.loads(run(["logs"] + R + ["--json", ps]).stdout)
+    eq("utf-16: json encoding", doc["inputs"][0].get("encoding"), "UTF-16LE")
+
+    # A named pipe nobody writes to: said on stderr, not a silent block; a
+    # writer that comes later is read to its end.
+    fifo = os.path.join(t, "job.fifo")
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([MLDOCTOR, "logs"] + R + [fifo], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, NO_COLOR="1"))
+    deadline = time.time() + 60
+    err = ""
+    while time.time() < deadline and "no program writes to yet" not in err:
+        if select.select([proc.stderr], [], [], 0.5)[0]:
+            err += os.read(proc.stderr.fileno(), 4096).decode()
+    ok("fifo: the wait for a writer is said", "job.fifo is a named pipe (FIFO) that no program "
+       "writes to yet: waiting for one to write and close it (Ctrl-C stops)" in err, err)
+    with open(fifo, "w") as w:
+        w.write("hello\n" + OMP + "\n")
+    out, rest = (b.decode() for b in proc.communicate(timeout=60))
+    eq("fifo: exit 1 on the finding", proc.returncode, 1)
+    ok("fifo: read to the writer's close", "%s: 2 lines, 1 finding" % fifo in out, out + err + rest)
 
     # Bad inputs: each a clear error, the good input still reported, exit 2.
     binary = os.path.join(t, "core.bin")

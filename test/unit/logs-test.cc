@@ -327,6 +327,61 @@ TEST(LogScanner, ProgressBarsNulBytesAndInvalidUtf8) {
   EXPECT_EQ(shown, "a\\x00b\\xff\\x1b[0m");
 }
 
+// A log written by PowerShell's `>` (UTF-16LE with a byte-order mark), or
+// UTF-16 without one, is decoded: same findings and line numbers as its
+// UTF-8 text, in any split of the input (odd offsets cut code units and
+// surrogate pairs). A log that merely starts with NUL bytes is not UTF-16.
+std::string utf16(const std::u16string& text, bool little_endian, bool bom) {
+  std::string out;
+  if (bom) out += little_endian ? "\xff\xfe" : "\xfe\xff";
+  for (char16_t c : text) {
+    char lo = static_cast<char>(c & 0xff), hi = static_cast<char>(c >> 8);
+    out += little_endian ? lo : hi;
+    out += little_endian ? hi : lo;
+  }
+  return out;
+}
+
+TEST(LogScanner, Utf16LogsAreDecodedInAnySplit) {
+  const std::u16string text =
+      u"PS C:\\Users\\me> python train.py\r\n\u6a21\u578b \U0001F600 loading\r\n"
+      u"OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already "
+      u"initialized.\r\nlast\r\n";
+  for (bool le : {true, false})
+    for (bool bom : {true, false}) {
+      const std::string bytes = utf16(text, le, bom);
+      for (size_t piece : {0, 1, 2, 3, 7, 63, 65}) {
+        static auto m = test_matcher();
+        logs::Scanner s(m, {0, "log", 1});
+        size_t step = piece ? piece : bytes.size();
+        for (size_t i = 0; i < bytes.size(); i += step)
+          s.feed(ByteView(reinterpret_cast<const u8*>(bytes.data()) + i,
+                          std::min(step, bytes.size() - i)));
+        s.finish();
+        SCOPED_TRACE(std::string(le ? "LE" : "BE") + (bom ? " with BOM" : " without BOM") +
+                     ", piece " + std::to_string(piece));
+        EXPECT_EQ(s.encoding(), le ? "UTF-16LE" : "UTF-16BE");
+        EXPECT_EQ(s.lines(), 4u);
+        ASSERT_EQ(s.findings().size(), 1u);
+        EXPECT_EQ(s.findings()[0]->finding.evidence[0].line, 3u);
+        EXPECT_EQ(s.findings()[0]->finding.message,
+                  "libiomp5md.dll initialised while libiomp5md.dll already was");
+      }
+    }
+  // Not UTF-16: NUL padding before text, and a short 8-bit log.
+  for (std::string bytes :
+       {std::string(1000, '\0') + kOmp + "\n", kOmp + "\n", std::string("ab")}) {
+    static auto m = test_matcher();
+    logs::Scanner s(m, {0, "log", 1});
+    s.feed(ByteView(reinterpret_cast<const u8*>(bytes.data()), bytes.size()));
+    s.finish();
+    EXPECT_EQ(s.encoding(), "");
+    EXPECT_EQ(s.findings().size(), bytes.size() > 2 ? 1u : 0u);
+  }
+  // A run of one control byte is shown once, with its length.
+  EXPECT_EQ(logs::printable_line(std::string(300, '\0') + "x", 301), "\\x00\u00d7300x");
+}
+
 TEST(LogScanner, DeduplicatesWithCountsAndRanks) {
   std::string text;
   for (int rank : {3, 0, 1, 2, 7}) text += "[rank" + std::to_string(rank) + "]:" + kOmp + "\n";
