@@ -15,12 +15,12 @@ runtimes() and guard() look at this process itself (ctypes, no binary).
 `python -m mldoctor ARGS` and the `mldoctor` command run the binary itself."""
 from __future__ import annotations
 
-from ._api import (Evidence, Finding, Incident, LogInput, MldoctorError, Report, Rule, RuleFix, Signature, StackWait,
-                   check, explain, logs, rules)
+from ._api import (Evidence, Finding, Incident, LogInput, MldoctorError, Report, Rule, RuleFix, RuleSource, Signature,
+                   StackWait, check, explain, logs, rules)
 from ._binary import find_binary
 from ._guard import Hazard, HazardWarning, guard
 from ._runtimes import Runtime, runtimes
 
 __all__ = ["Evidence", "Finding", "Hazard", "HazardWarning", "Incident", "LogInput", "MldoctorError", "Report", "Rule",
-           "RuleFix", "Runtime", "Signature", "StackWait", "check", "explain", "find_binary", "guard", "logs", "rules",
-           "runtimes"]
+           "RuleFix", "RuleSource", "Runtime", "Signature", "StackWait", "check", "explain", "find_binary", "guard", "logs",
+           "rules", "runtimes"]

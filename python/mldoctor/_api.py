@@ -95,12 +95,14 @@ class LogInput:
     findings: Tuple[Finding, ...] = ()
     incidents: Tuple[Incident, ...] = ()
     error: Optional[str] = None
+    encoding: Optional[str] = None  # "UTF-16LE"/"UTF-16BE" when the log was decoded
 
     @classmethod
     def from_json(cls, o: Mapping[str, Any]) -> LogInput:
         return cls(path=o["path"], bytes=o.get("bytes"), lines=o.get("lines"),
                    findings=tuple(Finding.from_json(f) for f in o.get("findings", ())),
-                   incidents=tuple(Incident.from_json(i) for i in o.get("incidents", ())), error=o.get("error"))
+                   incidents=tuple(Incident.from_json(i) for i in o.get("incidents", ())), error=o.get("error"),
+                   encoding=o.get("encoding"))
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,26 @@ class StackWait:
 
 
 @dataclass(frozen=True)
+class RuleSource:
+    """Where an emitter prints a log rule's message (`[[source]]`): the
+    format string at `line` of `path` in `repository` at `tag`."""
+    repository: str
+    path: str
+    line: int
+    tag: str
+    format: str
+    syntax: str = "printf"
+    values: Tuple[str, ...] = ()
+    url: str = ""
+
+    @classmethod
+    def from_json(cls, o: Mapping[str, Any]) -> RuleSource:
+        return cls(repository=o["repository"], path=o["path"], line=int(o["line"]), tag=o["tag"],
+                   format=o["format"], syntax=o.get("syntax", "printf"), values=tuple(o.get("values", ())),
+                   url=o.get("url", ""))
+
+
+@dataclass(frozen=True)
 class Rule:
     """One rule of the knowledge base (mldoctor.rules/1, `explain --json`)."""
     id: str
@@ -185,6 +207,7 @@ class Rule:
     detector: Optional[str] = None
     signatures: Tuple[Signature, ...] = ()
     stacks: Tuple[StackWait, ...] = ()
+    sources: Tuple[RuleSource, ...] = ()
     envelope: bool = False
     replaces: Tuple[str, ...] = ()
     withdrawn: bool = False
@@ -196,6 +219,7 @@ class Rule:
                    builtin=bool(o.get("builtin", True)), detector=o.get("detector"),
                    signatures=tuple(Signature.from_json(s) for s in o.get("signatures", ())),
                    stacks=tuple(StackWait.from_json(s) for s in o.get("stacks", ())),
+                   sources=tuple(RuleSource.from_json(s) for s in o.get("sources", ())),
                    envelope=bool(o.get("envelope", False)), replaces=tuple(o.get("replaces", ())),
                    withdrawn=bool(o.get("withdrawn", False)))
 

@@ -80,6 +80,7 @@ def drift():
     keys_covered(rules, mldoctor.Rule, "rule")
     keys_covered([r["fix"] for r in rules], mldoctor.RuleFix, "rule fix")
     keys_covered([s for r in rules for s in r.get("signatures", [])], mldoctor.Signature, "signature")
+    keys_covered([s for r in rules for s in r.get("sources", [])], mldoctor.RuleSource, "rule source")
     keys_covered([s for r in rules for s in r.get("stacks", [])], mldoctor.StackWait, "stack wait")
     typed = mldoctor.rules()
     check_eq([r.id for r in typed], [r["id"] for r in rules], "mldoctor.rules() is rules --json")

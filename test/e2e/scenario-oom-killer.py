@@ -55,6 +55,9 @@ def make_cgroup():
         d = "/sys/fs/cgroup/memory" + own["memory"].rstrip("/") + "/" + name
         os.mkdir(d)
         open(os.path.join(d, "memory.limit_in_bytes"), "w").write(str(LIMIT))
+        swap = os.path.join(d, "memory.memsw.limit_in_bytes")  # with swap accounting: no swap
+        if os.path.exists(swap):
+            open(swap, "w").write(str(LIMIT))
         return d
     d = "/sys/fs/cgroup" + own.get("", "/").rstrip("/") + "/" + name  # v2
     os.mkdir(d)
