@@ -28,7 +28,6 @@ Environment: MLDOCTOR; MLD_ROOT_SUITES limits the roots (comma-separated).
 import concurrent.futures
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -119,7 +118,6 @@ def generation(suite, base):
     os.makedirs(scratch)
     build_newglibc(scratch)
     if suite == "host":
-        root_dir = None
         fx = scratch
         python = "/usr/bin/python3"  # Debian's, with its torch (not a pyenv one on PATH)
 

@@ -62,7 +62,8 @@ def make_cgroup():
     d = "/sys/fs/cgroup" + own.get("", "/").rstrip("/") + "/" + name  # v2
     os.mkdir(d)
     open(os.path.join(d, "memory.max"), "w").write(str(LIMIT))
-    open(os.path.join(d, "memory.swap.max"), "w").write("0")
+    if os.path.exists(os.path.join(d, "memory.swap.max")):  # only with swap accounting
+        open(os.path.join(d, "memory.swap.max"), "w").write("0")
     return d
 
 
