@@ -67,6 +67,12 @@ int run_logs(const CommonOptions& common, const LogsOptions& opts) {
     auto scanner = std::make_unique<logs::Scanner>(
         matcher, logs::ScanOptions{opts.context, r.path, opts.threads});
     logs::ReadOptions ro;
+    ro.on_waiting_for_writer = [&path] {
+      std::fprintf(stderr,
+                   "mldoctor logs: %s is a named pipe (FIFO) that no program writes to yet: "
+                   "waiting for one to write and close it (Ctrl-C stops)\n",
+                   path.c_str());
+    };
     ro.follow = opts.follow;
     ro.stall_seconds = opts.stall_seconds;
     if (opts.follow) {

@@ -439,8 +439,9 @@ void follow_stream(const std::string& path, int fd, Scanner& scanner, const Read
 }
 
 // A named pipe opened without blocking: waits until a program writes to it
-// (or one that did has closed it), saying once on standard error that it
-// waits and for what. Returns false when `options.stop` asked to stop first.
+// (or one that did has closed it), calling `options.on_waiting_for_writer`
+// once a second has passed without one, so the caller can say what it waits
+// for. Returns false when `options.stop` asked to stop first.
 bool wait_for_writer(const std::string& path, int fd, const ReadOptions& options) {
   bool said = false;
   for (;;) {
@@ -449,13 +450,8 @@ bool wait_for_writer(const std::string& path, int fd, const ReadOptions& options
     if (rc < 0 && errno != EINTR) fail(path, "poll", errno);
     if (rc > 0) return true;  // data, or a writer came and went (POLLHUP)
     if (options.stop && options.stop()) return false;
-    if (!said) {
-      std::fprintf(stderr,
-                   "mldoctor logs: %s is a named pipe (FIFO) that no program writes to yet: "
-                   "waiting for one to write and close it (Ctrl-C stops)\n",
-                   path.c_str());
-      said = true;
-    }
+    if (!said && options.on_waiting_for_writer) options.on_waiting_for_writer();
+    said = true;
   }
 }
 

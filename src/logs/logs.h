@@ -133,6 +133,9 @@ struct ReadOptions {
   std::function<bool()> stop;         // follow: polled between reads
   std::function<void()> on_progress;  // after each block that produced findings
   std::function<void()> on_idle;      // follow: the input was idle for stall_seconds
+  // A named pipe no program writes to yet: called once, a second into the
+  // wait (reading starts when a writer comes).
+  std::function<void()> on_waiting_for_writer;
 };
 void scan_input(const std::string& path, Scanner& scanner, const ReadOptions& options);
 

@@ -115,6 +115,47 @@ def main():
     ok("context: lines around, grep-style", "%s:501- step 500 loss 0.1" % log in p.stdout and
           "%s:503- step 501 loss 0.1" % log in p.stdout, p.stdout)
 
+    # rules --check on a user's rules: a rule whose cited format string its
+    # pattern matches after every prefix passes; one anchored at the line start
+    # fails after the prefixes logs carry, named with the line it missed, exit 1.
+    SOURCE = '''
+[[source]]
+repository = "llvm/llvm-project"
+path = "openmp/runtime/src/i18n/en_US.txt"
+line = 177
+tag = "llvmorg-18.1.8"
+format = "OMP: Error #%1$d: Initializing %2$s, but found %3$s already initialized."
+values = ["15", "libiomp5.so", "libomp.so"]
+'''
+    good = os.path.join(t, "checked-good")
+    os.mkdir(good)
+    open(os.path.join(good, "USR010.toml"), "w").write(RULE + SOURCE)
+    p = run(["rules", "--check", "--no-builtin-rules", "--rules-dir", good])
+    eq("rules --check: a sourced rule passes", p.returncode, 0)
+    ok("rules --check: counts", "checked 1 log rules: 1 examples, 1 negatives, 1 cited format strings "
+       "(10 lines with their prefixes): 0 problems" in p.stdout, p.stdout + p.stderr)
+    doc = json.loads(run(["rules", "--json", "--no-builtin-rules", "--rules-dir", good]).stdout)
+    src = doc["rules"][0]["sources"][0]
+    eq("rules --json: the source and its url", (src["tag"], src["url"]),
+       ("llvmorg-18.1.8", "https://github.com/llvm/llvm-project/blob/llvmorg-18.1.8/openmp/runtime/"
+        "src/i18n/en_US.txt#L177"))
+    p = run(["explain", "USR010", "--no-builtin-rules", "--rules-dir", good])
+    ok("explain: printed by", "Printed by" in p.stdout and src["url"] in p.stdout, p.stdout)
+    bad = os.path.join(t, "checked-bad")
+    os.mkdir(bad)
+    open(os.path.join(bad, "USR010.toml"), "w").write(
+        RULE.replace("pattern = 'OMP: Error", "pattern = '^OMP: Error") + SOURCE)
+    p = run(["rules", "--check", "--no-builtin-rules", "--rules-dir", bad])
+    eq("rules --check: an anchored pattern fails", p.returncode, 1)
+    ok("rules --check: names the prefixes and the line", "USR010: source llvm/llvm-project "
+       "openmp/runtime/src/i18n/en_US.txt:177 (llvmorg-18.1.8) fails after the prefix(es) torchrun rank, "
+       in p.stdout and "not matched (got nothing):\n[rank3]:OMP: Error #15: Initializing libiomp5.so"
+       in p.stdout and "0 problems" not in p.stdout, p.stdout + p.stderr)
+    unsourced = json.loads(run(["rules", "--check", "--json", "--no-builtin-rules", "--rules-dir",
+                                rules]).stdout)
+    eq("rules --check --json: unsourced rules named", (unsourced["ok"], unsourced["unsourced"]),
+       (True, ["USR010", "USR011"]))
+
     # A log PowerShell wrote (`python train.py > train.log`: UTF-16LE with a
     # byte-order mark, CRLF), gzip'd too, and UTF-16BE without a mark: read
     # as their text, said so, line numbers kept.
