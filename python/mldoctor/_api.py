@@ -62,13 +62,14 @@ class Finding:
     count: int = 1
     last_line: Optional[int] = None
     ranks: Tuple[int, ...] = ()
+    collect: str = ""  # logs: what to collect next to see the cause this evidence only wraps
 
     @classmethod
     def from_json(cls, o: Mapping[str, Any]) -> Finding:
         return cls(rule=o["rule"], severity=o["severity"], subject=o["subject"], message=o["message"],
                    evidence=tuple(Evidence.from_json(e) for e in o.get("evidence", ())), fix=o.get("fix", ""),
                    env_fix=tuple(o.get("env_fix", ())), count=o.get("count", 1), last_line=o.get("last_line"),
-                   ranks=tuple(o.get("ranks", ())))
+                   ranks=tuple(o.get("ranks", ())), collect=o.get("collect", ""))
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,9 @@ class StackWait:
 @dataclass(frozen=True)
 class RuleSource:
     """Where an emitter prints a log rule's message (`[[source]]`): the
-    format string at `line` of `path` in `repository` at `tag`."""
+    format string at `line` of `path` in `repository` at `tag`, or, for a
+    closed-source emitter, in the binary `path` of the Debian `package` at
+    version `tag` (then `repository` is "" and `line` 0)."""
     repository: str
     path: str
     line: int
@@ -186,12 +189,13 @@ class RuleSource:
     syntax: str = "printf"
     values: Tuple[str, ...] = ()
     url: str = ""
+    package: str = ""
 
     @classmethod
     def from_json(cls, o: Mapping[str, Any]) -> RuleSource:
-        return cls(repository=o["repository"], path=o["path"], line=int(o["line"]), tag=o["tag"],
+        return cls(repository=o.get("repository", ""), path=o["path"], line=int(o.get("line", 0)), tag=o["tag"],
                    format=o["format"], syntax=o.get("syntax", "printf"), values=tuple(o.get("values", ())),
-                   url=o.get("url", ""))
+                   url=o.get("url", ""), package=o.get("package", ""))
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ class Rule:
     envelope: bool = False
     replaces: Tuple[str, ...] = ()
     withdrawn: bool = False
+    collect: str = ""
 
     @classmethod
     def from_json(cls, o: Mapping[str, Any]) -> Rule:
@@ -221,7 +226,7 @@ class Rule:
                    stacks=tuple(StackWait.from_json(s) for s in o.get("stacks", ())),
                    sources=tuple(RuleSource.from_json(s) for s in o.get("sources", ())),
                    envelope=bool(o.get("envelope", False)), replaces=tuple(o.get("replaces", ())),
-                   withdrawn=bool(o.get("withdrawn", False)))
+                   withdrawn=bool(o.get("withdrawn", False)), collect=o.get("collect", ""))
 
 
 def _option_args(options: Mapping[str, Any]) -> List[str]:

@@ -60,8 +60,9 @@ int check_rules(const rules::RuleSet& rule_set, const CommonOptions& common) {
   if (!res.unsourced.empty()) {
     std::string ids;
     for (const std::string& id : res.unsourced) ids += " " + id;
-    std::fprintf(stdout, "%zu log rule%s cite no [[source]] of their message:%s\n",
-                 res.unsourced.size(), res.unsourced.size() == 1 ? "" : "s", ids.c_str());
+    const bool one = res.unsourced.size() == 1;
+    std::fprintf(stdout, "%zu log rule%s no [[source]] of %s message:%s\n", res.unsourced.size(),
+                 one ? " cites" : "s cite", one ? "its" : "their", ids.c_str());
   }
   return ok ? 0 : 1;
 }

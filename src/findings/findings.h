@@ -34,9 +34,12 @@ struct Finding {
   std::vector<Evidence> evidence;
   std::string fix;                   // the exact action, or empty
   std::vector<std::string> env_fix;  // "NAME=value" settings that fix it
-  u64 count = 1;                     // occurrences merged into this finding
-  std::optional<u64> last_line;      // logs: line of the last occurrence
-  std::vector<u32> ranks;            // logs: launcher ranks that reported it, sorted
+  // Logs: what to collect next to see the cause this evidence only wraps
+  // (the rule's `collect`), or empty.
+  std::string collect;
+  u64 count = 1;                 // occurrences merged into this finding
+  std::optional<u64> last_line;  // logs: line of the last occurrence
+  std::vector<u32> ranks;        // logs: launcher ranks that reported it, sorted
 };
 
 // What a fact detector reports about one instance of its rule: the objects

@@ -77,6 +77,7 @@ std::string rule_list(const std::vector<Finding>& findings) {
 }
 
 std::string where(const rules::Source& s) {
+  if (!s.package.empty()) return s.path + " in Debian's " + s.package + " " + s.tag;
   return s.repository + " " + s.path + ":" + std::to_string(s.line) + " (" + s.tag + ")";
 }
 

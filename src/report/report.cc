@@ -109,6 +109,8 @@ void print_finding_lines(std::FILE* out, const Finding& f, Severity shown, const
   if (!occ.empty()) std::fprintf(out, "     %s%s%s\n", c.dim, occ.c_str(), c.off);
   for (const std::string& line : extra) std::fprintf(out, "     %s\n", line.c_str());
   if (!f.fix.empty()) std::fprintf(out, "     %sfix:%s %s\n", c.bold, c.off, f.fix.c_str());
+  if (!f.collect.empty())
+    std::fprintf(out, "     %snext:%s %s\n", c.bold, c.off, f.collect.c_str());
   if (!f.env_fix.empty()) {
     std::string line = env_fix_shell(f.env_fix);
     if (f.fix.find(line) == std::string::npos) std::fprintf(out, "          %s\n", line.c_str());
@@ -211,6 +213,7 @@ nlohmann::json finding_json(const Finding& f) {
                       {"evidence", evidence}, {"fix", f.fix},
                       {"env_fix", f.env_fix}, {"count", f.count}};
   if (f.last_line) j["last_line"] = *f.last_line;
+  if (!f.collect.empty()) j["collect"] = f.collect;
   if (!f.ranks.empty()) j["ranks"] = f.ranks;
   return j;
 }
@@ -299,6 +302,10 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
     std::fprintf(out, "\n");
   }
   for (const std::string& cmd : r.fix.commands) std::fprintf(out, "  $ %s\n", cmd.c_str());
+  if (!r.collect.empty()) {
+    std::fprintf(out, "\n%sWhen a log shows only this, collect next%s\n", c.bold, c.off);
+    print_wrapped_block(out, trim(r.collect), "  ");
+  }
   if (r.is_log_rule()) {
     std::fprintf(out, "\n%sRecognised in logs by%s\n", c.bold, c.off);
     for (const rules::Signature& s : r.signatures)
@@ -309,8 +316,13 @@ void print_rule_text(std::FILE* out, const rules::Rule& r, const Style& style) {
                    s.under.empty() ? "" : " under ", s.under.c_str());
     if (!r.sources.empty()) {
       std::fprintf(out, "\n%sPrinted by%s\n", c.bold, c.off);
-      for (const rules::Source& s : r.sources)
-        std::fprintf(out, "  %s\n", rules::source_url(s).c_str());
+      for (const rules::Source& s : r.sources) {
+        if (!s.package.empty())  // a closed binary: which one, at which package version
+          std::fprintf(out, "  %s in Debian's %s %s (%s)\n", s.path.c_str(), s.package.c_str(),
+                       s.tag.c_str(), rules::source_url(s).c_str());
+        else
+          std::fprintf(out, "  %s\n", rules::source_url(s).c_str());
+      }
     }
   } else if (!r.detector.empty()) {
     std::fprintf(out, "\n%sDetected by%s %s (mldoctor check / libs / run)\n", c.bold, c.off,
@@ -352,13 +364,14 @@ nlohmann::json rule_json(const rules::Rule& r) {
   nlohmann::json sources = nlohmann::json::array();
   for (const rules::Source& s : r.sources) {
     static constexpr const char* kSyntax[] = {"printf", "brace", "literal"};
-    nlohmann::json j = {{"repository", s.repository},
-                        {"path", s.path},
-                        {"line", s.line},
-                        {"tag", s.tag},
-                        {"format", s.format},
-                        {"syntax", kSyntax[static_cast<int>(s.syntax)]},
-                        {"url", rules::source_url(s)}};
+    nlohmann::json j = {{"path", s.path}, {"tag", s.tag}};
+    if (s.package.empty())
+      j["repository"] = s.repository, j["line"] = s.line;
+    else
+      j["package"] = s.package;
+    j["format"] = s.format;
+    j["syntax"] = kSyntax[static_cast<int>(s.syntax)];
+    j["url"] = rules::source_url(s);
     if (!s.values.empty()) j["values"] = s.values;
     sources.push_back(std::move(j));
   }
@@ -376,6 +389,7 @@ nlohmann::json rule_json(const rules::Rule& r) {
   if (!sources.empty()) j["sources"] = sources;
   if (!r.replaces.empty()) j["replaces"] = r.replaces;
   if (r.envelope) j["envelope"] = true;
+  if (!r.collect.empty()) j["collect"] = trim(r.collect);
   if (r.withdrawn) j["withdrawn"] = true;
   return j;
 }
@@ -396,6 +410,8 @@ std::string rule_markdown(const rules::Rule& r) {
     for (const std::string& cmd : r.fix.commands) out += cmd + "\n";
     out += "```\n\n";
   }
+  if (!r.collect.empty())
+    out += "### When a log shows only this, collect next\n\n" + trim(r.collect) + "\n\n";
   if (r.is_log_rule()) {
     out += "### Log signatures\n\n";
     for (const rules::Signature& s : r.signatures) {
@@ -419,8 +435,12 @@ std::string rule_markdown(const rules::Rule& r) {
         std::string format = s.format;
         std::replace(format.begin(), format.end(), '`', '\'');
         std::replace(format.begin(), format.end(), '\n', ' ');
-        out += fmt::format("- [{} `{}`:{}]({}) at {}: `{}`\n", s.repository, s.path, s.line,
-                           rules::source_url(s), s.tag, format);
+        if (!s.package.empty())
+          out += fmt::format("- [`{}`]({}) in Debian's {} {}: `{}`\n", s.path, rules::source_url(s),
+                             s.package, s.tag, format);
+        else
+          out += fmt::format("- [{} `{}`:{}]({}) at {}: `{}`\n", s.repository, s.path, s.line,
+                             rules::source_url(s), s.tag, format);
       }
       out += "\n";
     }

@@ -224,6 +224,8 @@ std::optional<std::string> fill_brace(std::string_view f, Arguments& args, std::
 }  // namespace
 
 std::string source_url(const Source& s) {
+  // Every version of a Debian binary package, this one among them.
+  if (!s.package.empty()) return "https://snapshot.debian.org/binary/" + s.package + "/";
   std::string url = "https://github.com/" + s.repository + "/blob/" + s.tag + "/" + s.path;
   if (s.line > 0) url += "#L" + std::to_string(s.line);
   return url;

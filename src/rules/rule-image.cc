@@ -6,7 +6,7 @@
 // The image is only a cache of the embedded TOML: it is used when it holds
 // exactly the embedded rule files, in order, and otherwise ignored.
 //
-// Format: "MLDRULES2", then per rule its fields in declaration order.
+// Format: "MLDRULES4", then per rule its fields in declaration order.
 // Strings and lists are a little-endian u32 count followed by their items.
 #include <cstring>
 
@@ -15,7 +15,7 @@
 namespace mld::rules {
 namespace {
 
-constexpr std::string_view kMagic = "MLDRULES2";
+constexpr std::string_view kMagic = "MLDRULES4";
 
 class Writer {
  public:
@@ -145,6 +145,7 @@ std::string rule_image(const std::vector<Rule>& rules) {
     w.number(static_cast<u32>(r.sources.size()));
     for (const Source& s : r.sources) {
       w.text(s.repository);
+      w.text(s.package);
       w.text(s.path);
       w.number(s.line);
       w.text(s.tag);
@@ -154,6 +155,7 @@ std::string rule_image(const std::vector<Rule>& rules) {
     }
     w.texts(r.replaces);
     w.flag(r.envelope);
+    w.text(r.collect);
     w.number(static_cast<u32>(r.examples.size()));
     for (const Example& e : r.examples) write_example(w, e);
     w.number(static_cast<u32>(r.negatives.size()));
@@ -209,6 +211,7 @@ std::optional<std::vector<Rule>> read_rule_image(std::string_view image) {
     for (u32 k = r.count(32); k > 0 && r.ok(); k--) {
       Source s;
       s.repository = r.text();
+      s.package = r.text();
       s.path = r.text();
       s.line = r.number();
       s.tag = r.text();
@@ -221,6 +224,7 @@ std::optional<std::vector<Rule>> read_rule_image(std::string_view image) {
     }
     rule.replaces = r.texts();
     rule.envelope = r.flag();
+    rule.collect = r.text();
     for (u32 k = r.count(12); k > 0 && r.ok(); k--) rule.examples.push_back(read_example(r));
     for (u32 k = r.count(12); k > 0 && r.ok(); k--) rule.negatives.push_back(read_example(r));
     rule.withdrawn = r.flag();

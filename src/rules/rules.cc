@@ -283,10 +283,29 @@ bool valid_repository(std::string_view repo) {
   return true;
 }
 
+// A Debian package name (Debian Policy 5.6.1): lower-case letters, digits,
+// '+', '-', '.', at least two characters, starting with a letter or digit.
+bool valid_debian_package(std::string_view name) {
+  if (name.size() < 2 || !std::isalnum(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'))
+      return false;
+  return true;
+}
+
 Source read_source(Reader& r, const toml::table& t, const std::string& where) {
   Source s;
-  r.only_keys(t, {"repository", "path", "line", "tag", "format", "syntax", "values"}, where);
-  s.repository = r.string(t, "repository", true, where);
+  r.only_keys(t, {"repository", "package", "path", "line", "tag", "format", "syntax", "values"},
+              where);
+  // A closed-source emitter is cited by the Debian package that ships the
+  // binary holding the format string, at the package's version: no line.
+  s.package = r.string(t, "package", false, where);
+  s.repository = r.string(t, "repository", s.package.empty(), where);
+  if (!s.package.empty() && !s.repository.empty())
+    r.problem(where + "give either 'repository' or 'package', not both");
+  if (!s.package.empty() && !valid_debian_package(s.package))
+    r.problem(where + "package '" + s.package + "' is not a Debian package name");
   s.path = r.string(t, "path", true, where);
   s.tag = r.string(t, "tag", true, where);
   s.format = r.string(t, "format", true, where);
@@ -297,11 +316,13 @@ Source read_source(Reader& r, const toml::table& t, const std::string& where) {
     r.problem(where + "path must be relative to the repository: " + s.path);
   if (const toml::node* n = t.get("line")) {
     const auto* i = n->as_integer();
-    if (!i || i->get() < 1 || i->get() > 10000000)
+    if (!s.package.empty())
+      r.problem(where + "a binary in a package has no 'line'");
+    else if (!i || i->get() < 1 || i->get() > 10000000)
       r.problem(where + "'line' must be a line number");
     else
       s.line = static_cast<u32>(i->get());
-  } else {
+  } else if (s.package.empty()) {
     r.problem(where + "missing 'line'");
   }
   const std::string syntax = r.string(t, "syntax", false, where);
@@ -344,8 +365,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   rule.origin = std::string(origin);
   r.only_keys(doc,
               {"id", "severity", "escalated_severity", "title", "explanation", "references", "fix",
-               "detector", "replaces", "envelope", "signature", "stack", "source", "example",
-               "negative", "withdrawn"},
+               "detector", "replaces", "envelope", "collect", "signature", "stack", "source",
+               "example", "negative", "withdrawn"},
               "");
   rule.id = r.string(doc, "id", true, "");
   if (!rule.id.empty()) {
@@ -381,6 +402,7 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
   rule.detector = r.string(doc, "detector", false, "");
   rule.replaces = r.strings(doc, "replaces", "");
   rule.envelope = r.boolean(doc, "envelope", "");
+  rule.collect = r.string(doc, "collect", false, "");
 
   if (const toml::table* fix = doc["fix"].as_table()) {
     r.only_keys(*fix, {"text", "env", "commands"}, "fix: ");
@@ -452,6 +474,8 @@ std::optional<Rule> parse_rule(std::string_view text, std::string_view origin,
       if (rule.negatives.empty()) r.problem("a log rule needs at least one [[negative]]");
     } else if (!rule.sources.empty()) {
       r.problem("[[source]] is for log rules: it cites where a logged message is printed");
+    } else if (!rule.collect.empty()) {
+      r.problem("collect is for log rules: what to collect when a log shows only this");
     }
   }
   for (const Example& e : rule.examples)
@@ -674,6 +698,7 @@ Finding finding_from(Detection d, const Rule& rule) {
   f.evidence = std::move(d.evidence);
   f.fix = d.fix.empty() ? one_line_fix(rule.fix.text) : std::move(d.fix);
   f.env_fix = d.env_fix.empty() ? rule.fix.env : std::move(d.env_fix);
+  f.collect = one_line_fix(rule.collect);
   return f;
 }
 
@@ -694,6 +719,7 @@ void complete_from_rule(Finding& f, const RuleSet& rules) {
   if (f.message.empty()) f.message = r->title;
   if (f.env_fix.empty()) f.env_fix = r->fix.env;
   if (f.fix.empty()) f.fix = one_line_fix(r->fix.text);
+  if (f.collect.empty()) f.collect = one_line_fix(r->collect);
 }
 
 }  // namespace mld::rules

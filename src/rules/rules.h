@@ -47,19 +47,21 @@ struct Example {
 };
 
 // Where an emitter prints a log rule's message: the format string in a public
-// repository at a tag. Signatures are derived from these (literals kept,
-// placeholders typed, any prefix tolerated), and the rule check instantiates
-// each one with sample values and requires the rule to name it.
+// repository at a tag, or, for a closed-source emitter (Intel MKL), in the
+// binary a Debian package ships at a package version. Signatures are derived from these (literals
+// kept, placeholders typed, any prefix tolerated), and the rule check instantiates each one with
+// sample values and requires the rule to name it.
 enum class FormatSyntax {
   Printf,   // C printf (%s, %d, %1$s, %.*s, %m, %%) and Python's %-format (%(name)s)
   Brace,    // Python str.format / f-strings / fmt / c10::str pieces: {}, {0}, {name!r}, {:.2f}
   Literal,  // no placeholders
 };
 struct Source {
-  std::string repository;  // GitHub "owner/name" ("llvm/llvm-project")
-  std::string path;        // file in it
-  u32 line = 0;            // line of the format string at `tag`
-  std::string tag;         // release tag or commit the line was read at
+  std::string repository;  // GitHub "owner/name" ("llvm/llvm-project"); empty with `package`
+  std::string package;     // or a Debian binary package whose binary holds the format
+  std::string path;        // file in the repository (in the package: the binary)
+  u32 line = 0;            // line of the format string at `tag` (0 in a binary)
+  std::string tag;         // release tag or commit the line was read at (package version)
   std::string format;      // the message as the emitter formats it (escapes resolved)
   FormatSyntax syntax = FormatSyntax::Printf;
   std::vector<std::string> values;  // sample arguments in order; empty: typed defaults
@@ -103,6 +105,10 @@ struct Rule {
   // class, a launcher's summary, a generic NCCL result), which any error
   // finding of a non-envelope rule in the same log explains (see incidents).
   bool envelope = false;
+  // Log rules: what to collect next when the log shows only this (an
+  // envelope, a kill): where the cause is written ("the kernel log of that
+  // node", "the failing rank's own output"), as one short paragraph.
+  std::string collect;
   std::vector<Example> examples;
   std::vector<Example> negatives;
   bool withdrawn = false;

@@ -245,6 +245,41 @@ values = ["15", "libiomp5.so", "libomp.so"]
     ok("follow: finding printed live", "libiomp5.so initialised while libomp.so already was" in out, out + err)
     ok("follow: stall reported", "stalled in /root/.cache/torch_extensions/py311_cpu" in out, out + err)
     eq("follow: stall reported once", out.count("stalled in"), 1)
+
+    # An envelope alone: the report says what to collect next (the rule's
+    # `collect`), in text and JSON; with the cause in the same log, the
+    # envelope is context and no "next:" is printed for it.
+    envelope = os.path.join(t, "childfailed.log")
+    with open(envelope, "w") as f:
+        f.write("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                "============================================================\n"
+                "train.py FAILED\n"
+                "------------------------------------------------------------\n"
+                "Root Cause (first observed failure):\n"
+                "[0]:\n"
+                "  time      : 2024-03-01_12:00:00\n"
+                "  host      : node1\n"
+                "  rank      : 1 (local_rank: 1)\n"
+                "  exitcode  : 1 (pid: 12345)\n"
+                "  error_file: <N/A>\n"
+                "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+                "============================================================\n")
+    p = run(["logs", envelope])
+    ok("envelope alone: DIST021 is the cause", " DIST021\n" in p.stdout, p.stdout)
+    ok("envelope alone: what to collect next", "\n     next: torchrun's summary only points at the failed worker."
+       " Collect that rank's own output" in p.stdout, p.stdout)
+    doc = json.loads(run(["logs", "--json", envelope]).stdout)
+    found = doc["inputs"][0]["findings"]
+    ok("envelope alone: JSON collect", any(f["rule"] == "DIST021" and f.get("collect", "").startswith(
+        "torchrun's summary only points") for f in found), json.dumps(found)[:2000])
+    with open(envelope, "a") as f:
+        f.write("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                "capacity of 79.15 GiB of which 1.02 GiB is free.\n")
+    p = run(["logs", envelope])
+    ok("with its cause: the cause leads", p.stdout.splitlines()[1].rstrip().endswith("CUDA013"), p.stdout)
+    ok("with its cause: no next for the envelope", "torchrun's summary only points" not in p.stdout, p.stdout)
+    p = run(["explain", "DIST021"])
+    ok("explain: the collect section", "When a log shows only this, collect next" in p.stdout, p.stdout)
     finish("logs-cli")
 
 
