@@ -13,7 +13,10 @@ of `mldoctor logs --json` must be the rule that names the cause:
   opened with RTLD_NOW.
 - TLS010: a library with 1 MiB of initial-exec TLS, dlopen()ed after start.
 - LD012: a library that needs GLIBC_2.34 (built here against Debian 12's
-  libc), loaded by bullseye's 2.31 — the generation where it fails.
+  libc), loaded by bullseye's 2.31 — the generation where it fails; and a
+  library built in sid that needs GLIBC_2.43 (free_sized), loaded by Debian
+  12's 2.36, bullseye's 2.31 and trixie's 2.41 (sid has it: the message does
+  not exist there).
 - OMP010: two copies of LLVM's libomp (the root's own, and the same file
   under another name) initialised in one process: the runtime's Error #15.
 - JIT010: torch.utils.cpp_extension.load_inline with ninja unusable (an
@@ -22,12 +25,11 @@ of `mldoctor logs --json` must be the rule that names the cause:
   g++ and ninja.
 
 Fixtures are built inside each root by its own gcc (one built here would
-need GLIBC_2.34 in bullseye), except LD012's, which must need it.
+need GLIBC_2.34 in bullseye), except the two LD012 libraries, which must need a newer glibc.
 Environment: MLDOCTOR; MLD_ROOT_SUITES limits the roots (comma-separated).
 """
-import concurrent.futures
-import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -36,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "lib"))
 import mldtest  # noqa: E402
 import roots  # noqa: E402
 
-check, check_eq = mldtest.check, mldtest.check_eq
+check = mldtest.check
 
 FX = "/tmp/fx"  # where the fixture directory is seen inside a root
 
@@ -82,21 +84,11 @@ def cases(fx):
         ("LD013", "import ctypes; ctypes.CDLL('%s/libundef.so')" % fx, None),
         ("TLS010", "import ctypes; ctypes.CDLL('%s/libbigtls.so')" % fx, None),
         ("LD012", "import ctypes; ctypes.CDLL('%s/libnewglibc.so')" % fx, {"bullseye"}),
+        ("LD012-sid", "import ctypes; ctypes.CDLL('%s/libsidglibc.so')" % fx, {"host", "bullseye", "trixie"}),
         ("OMP010", OMP_COPY.format(fx=fx), None),
         ("JIT010", JIT.format(src=GOOD_SOURCE, fx=fx, name="jit010"), None),
         ("JIT016", JIT.format(src=BAD_SOURCE, fx=fx, name="jit016"), None),
     ]
-
-
-def top_rule(log_path):
-    p = subprocess.run([mldtest.MLDOCTOR, "logs", "--json", log_path], capture_output=True,
-                       text=True, timeout=120)
-    try:
-        doc = json.loads(p.stdout)["inputs"][0]
-    except (ValueError, KeyError, IndexError):
-        return None, "mldoctor logs exited %d: %s" % (p.returncode, p.stderr)
-    return (doc["incidents"][0]["rule"] if doc["incidents"] else None,
-            [f["rule"] for f in doc["findings"]])
 
 
 def build_newglibc(dir_):
@@ -112,11 +104,33 @@ def build_newglibc(dir_):
     check("GLIBC_2.34" in needs, "the LD012 fixture needs GLIBC_2.34:\n" + needs)
 
 
-def generation(suite, base):
+def build_sidglibc(base):
+    """A library that needs GLIBC_2.43 (free_sized, new in 2.43), built by sid's
+    own gcc against its glibc; None when the sid root is not among the roots
+    run."""
+    out = os.path.join(base, "sid-built")
+    os.makedirs(out)
+    src = os.path.join(out, "sidglibc.c")
+    with open(src, "w") as f:
+        f.write("#include <stdlib.h>\nvoid mld_free_sized(void *p, size_t n) { free_sized(p, n); }\n")
+    built = roots.run(roots.root("sid"), ["gcc", "-shared", "-fPIC", "-o", FX + "/libsidglibc.so",
+                                          FX + "/sidglibc.c"], binds=[(out, FX)], timeout=300)
+    if not check(built.returncode == 0, "building libsidglibc.so in sid failed:\n%s%s"
+                 % (built.stdout, built.stderr)):
+        return None
+    lib = os.path.join(out, "libsidglibc.so")
+    needs = subprocess.run(["objdump", "-T", lib], capture_output=True, text=True).stdout
+    check("GLIBC_2.43" in needs, "the sid LD012 fixture needs GLIBC_2.43:\n" + needs)
+    return lib
+
+
+def generation(suite, base, sid_lib):
     """Runs every case of one generation ("host" is this machine's Debian 12)."""
     scratch = os.path.join(base, suite)
     os.makedirs(scratch)
     build_newglibc(scratch)
+    if sid_lib:
+        shutil.copy(sid_lib, scratch)
     if suite == "host":
         fx = scratch
         python = "/usr/bin/python3"  # Debian's, with its torch (not a pyenv one on PATH)
@@ -147,31 +161,23 @@ def generation(suite, base):
     open(empty, "w").close()
     os.chmod(empty, 0o644)
     results = []
-    for rule, code, where in cases(fx):
+    for case, code, where in cases(fx):
         if where is not None and suite not in where:
             continue
+        if case == "LD012-sid" and not sid_lib:
+            continue
+        rule = case.split("-")[0]
         binds = [(empty, "/usr/bin/ninja", "ro")] if rule == "JIT010" else []
         p = run([python, "-c", code], binds)
-        log = os.path.join(scratch, rule + ".log")
-        with open(log, "w") as f:
-            f.write(p.stdout + p.stderr)
-        results.append((suite, rule, p.returncode, log))
+        results.append(roots.case_result(suite, rule, p, os.path.join(scratch, case + ".log")))
     return results
 
 
 def main():
     base = mldtest.scratch()
-    wanted = os.environ.get("MLD_ROOT_SUITES")
-    suites = ["host"] + [s for s in roots.SUITES if not wanted or s in wanted.split(",")]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for results in pool.map(lambda s: generation(s, base), suites):
-            for suite, rule, rc, log in results:
-                text = open(log, errors="replace").read()
-                check(rc != 0, "%s %s: the program did not fail:\n%s" % (suite, rule, text[-3000:]))
-                top, found = top_rule(log)
-                check_eq(top, rule, "%s: top incident of the real %s message (findings %s)\n%s"
-                         % (suite, rule, found, text[-3000:]))
-    mldtest.finish("roots-log-messages")
+    suites = roots.wanted_suites()
+    sid_lib = build_sidglibc(base) if "sid" in suites else None
+    roots.check_real_messages(lambda s: generation(s, base, sid_lib), suites, "roots-log-messages")
 
 
 if __name__ == "__main__":

@@ -214,6 +214,19 @@ def finish(name, checks=None):
     sys.exit(1 if _failures else 0)
 
 
+def logs_top_rule(log_path):
+    """The rule of the first incident of `mldoctor logs` on a file (None when
+    there is none) and every finding's rule; on a tool failure, None and why."""
+    p = subprocess.run([MLDOCTOR, "logs", "--json", log_path], capture_output=True, text=True,
+                       timeout=120)
+    try:
+        doc = json.loads(p.stdout)["inputs"][0]
+    except (ValueError, KeyError, IndexError):
+        return None, "mldoctor logs exited %d: %s" % (p.returncode, p.stderr)
+    return (doc["incidents"][0]["rule"] if doc["incidents"] else None,
+            [f["rule"] for f in doc["findings"]])
+
+
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_AUDIT")}

@@ -130,3 +130,40 @@ def run(root_dir, argv, binds=(), env=None, cwd="/tmp", timeout=600, input=None)
         rc = -9
         err += "\n(killed after %d s)" % timeout
     return subprocess.CompletedProcess(argv, rc, out, err)
+
+
+def wanted_suites():
+    """"host" (this machine's Debian 12) and the test roots MLD_ROOT_SUITES
+    names (comma-separated; all of SUITES when unset), in order."""
+    wanted = os.environ.get("MLD_ROOT_SUITES")
+    return ["host"] + [s for s in SUITES if not wanted or s in wanted.split(",")]
+
+
+def case_result(suite, rule, proc, log):
+    """Writes a finished program's output to `log` and returns the case as
+    check_real_messages() takes it."""
+    with open(log, "w") as f:
+        f.write(proc.stdout + proc.stderr)
+    return (suite, rule, proc.returncode, log)
+
+
+def check_real_messages(generation, suites, name, must_print=None):
+    """Runs generation(suite) for every suite, two at a time; each returns
+    (suite, rule, exit status, path of the program's output) per case. Checks
+    that every program failed, printed `must_print` when given (any of a
+    tuple), and that the top incident of `mldoctor logs` on its output is the
+    rule. Then finishes the test `name`."""
+    import concurrent.futures
+    import mldtest
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for results in pool.map(generation, suites):
+            for suite, rule, rc, log in results:
+                text = open(log, errors="replace").read()
+                mldtest.check(rc != 0, "%s %s: the program did not fail:\n%s" % (suite, rule, text[-3000:]))
+                if must_print:
+                    mldtest.check(any(m in text for m in must_print), "%s %s: the program printed %r:\n%s"
+                                  % (suite, rule, must_print, text[-3000:]))
+                top, found = mldtest.logs_top_rule(log)
+                mldtest.check_eq(top, rule, "%s: top incident of the real %s message (findings %s)\n%s"
+                                 % (suite, rule, found, text[-3000:]))
+    mldtest.finish(name)
