@@ -41,10 +41,8 @@ UNCOVERED = {
     "NCCL026": "the settings that disable P2P/SHM appear in threads as workarounds that worked, "
                "never as the logged cause; the rule's examples come from nccl#2057 and "
                "returnn#1469",
-    "NCCL029": "an informational rule about harmless libibverbs provider warnings: its real "
-               "excerpts are healthy runs (horovod#3493), which count no rule",
-    "CUDA018": "TensorFlow's optional-library warnings: the real excerpts in the corpus are healthy "
-               "CPU-only runs (DUET#9, tensorflow#35872); its failure example is dreamtalk#32",
+    "CUDA020": "torch's start-up warning on a machine without a driver: its real excerpt in the "
+               "corpus is a healthy CPU-only run (ltp#468)",
 }
 
 

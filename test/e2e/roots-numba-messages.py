@@ -13,6 +13,10 @@ trixie 0.61, sid 0.65), with the root's own python3, numpy and numba:
 - THR015: NUMBA_THREADING_LAYER=workqueue, the parallel function called
   from four threads at once: the workqueue layer detects the concurrent entry
   and aborts the process (its wording differs by release).
+- THR016: NUMBA_THREADING_LAYER=tbb where TBB cannot load (Debian 12 has no
+  libtbb; in the roots an empty file is bound over numba's tbbpool
+  extension): "No threading layer could be loaded." (inside a TypingError
+  from 0.56 on).
 
 Oracle: numba itself (the program fails and the message is in its output).
 mldoctor half: the top incident of `logs` on that output is the rule.
@@ -63,12 +67,27 @@ for t in threads:
     t.join()
 print("no concurrent entry was detected", flush=True)
 '''
-CASES = [("THR013", "omp", FORK), ("THR015", "workqueue", CONCURRENT)]
+ONE_CALL = KERNEL + r'''
+print("the parallel call ran", total(a), flush=True)
+'''
+CASES = [("THR013", "omp", FORK), ("THR015", "workqueue", CONCURRENT), ("THR016", "tbb", ONE_CALL)]
+
+
+def hide_tbb_layer(root_dir, empty):
+    """Binds for the root that leave numba's TBB layer unloadable, as on a
+    system without TBB: an empty file over its tbbpool extension (Debian 12,
+    the host, has no libtbb at all)."""
+    ufunc = os.path.join(root_dir, "usr/lib/python3/dist-packages/numba/np/ufunc")
+    pools = [f for f in os.listdir(ufunc) if f.startswith("tbbpool") and f.endswith(".so")]
+    mldtest.check(pools, "%s: numba's tbbpool extension is there to hide" % root_dir)
+    return [(empty, "/usr/lib/python3/dist-packages/numba/np/ufunc/" + f, "ro") for f in pools]
 
 
 def generation(suite, base):
     scratch = os.path.join(base, suite)
     os.makedirs(scratch)
+    empty = os.path.join(scratch, "empty.so")
+    open(empty, "w").close()
     results = []
     for rule, layer, code in CASES:
         if suite == "host":
@@ -76,7 +95,9 @@ def generation(suite, base):
             p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
                                env=env, cwd=scratch, timeout=600)
         else:
-            p = roots.run(roots.root(suite), ["python3", "-c", code], timeout=600,
+            root_dir = roots.root(suite)
+            binds = hide_tbb_layer(root_dir, empty) if rule == "THR016" else []
+            p = roots.run(root_dir, ["python3", "-c", code], timeout=600, binds=binds,
                           env={"NUMBA_THREADING_LAYER": layer, "NUMBA_CACHE_DIR": "/tmp"})
         results.append(roots.case_result(suite, rule, p, os.path.join(scratch, rule + ".log")))
     return results
@@ -85,7 +106,7 @@ def generation(suite, base):
 def main():
     base = mldtest.scratch()
     roots.check_real_messages(lambda s: generation(s, base), roots.wanted_suites(), "roots-numba-messages",
-                              must_print=("Terminating", "terminating"))
+                              must_print=("Terminating", "terminating", "No threading layer could be loaded"))
 
 
 if __name__ == "__main__":
