@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the non-free Debian packages some scenario tests run against (real
-# Intel MKL 2020.4 and the CUDA 11.8 runtime library) and unpacks them under
+# Intel MKL 2020.4 and the CUDA 11.8 runtime library) and the binaries whose
+# messages log rules cite (the CUDA 11.8 toolkit's nvcc, ptxas and cudafe++;
+# e2e-rules-binary-sources), and unpacks them under
 # DEST/root, without touching the machine's apt configuration:
 #   scripts/fetch-test-debs.sh DEST        (make test runs it with build/test-debs)
 #
@@ -28,7 +30,7 @@ mkdir -p "$1" || exit 2
 DEST=$(cd "$1" && pwd)
 PKGS=(libmkl-rt libmkl-intel-lp64 libmkl-intel-thread libmkl-gnu-thread libmkl-sequential libmkl-core
       libmkl-def
-      libmkl-locale libcudart11.0)
+      libmkl-locale libcudart11.0 nvidia-cuda-toolkit)
 APT="$DEST/apt"
 ROOT="$DEST/root"
 FAILED="$DEST/FETCH-FAILED"

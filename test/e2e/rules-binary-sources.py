@@ -2,9 +2,10 @@
 # labels: scenario
 """A closed emitter's message is cited by the binary that prints it (issue 33).
 
-MKL is closed source, so MKL011 cites its messages as `[[source]]` tables
-with `package` (a Debian binary package), `path` (the binary in it) and `tag`
-(the package version). Oracle: the binary itself. For every such source of
+MKL and the CUDA runtime are closed source, so MKL011 cites its messages, and
+the CUDA rules the runtime's error strings (`cudaGetErrorString`) and error
+names, as `[[source]]` tables with `package` (a Debian binary package), `path`
+(the binary in it) and `tag` (the package version). Oracle: the binary itself. For every such source of
 the builtin rules (`rules --json`), the package must be one that
 scripts/fetch-test-debs.sh downloads, at the cited version, and its binary
 must hold the cited format string as a NUL-terminated C string (what printf
@@ -24,11 +25,12 @@ from scenarios import test_debs_libdir  # noqa: E402
 doc = json.loads(subprocess.run([MLDOCTOR, "rules", "--json"], capture_output=True, text=True,
                                 check=True).stdout)
 binary_sources = [(r["id"], s) for r in doc["rules"] for s in r.get("sources", []) if "package" in s]
-check(len(binary_sources) >= 4, "MKL011's messages are cited from MKL's binaries: %d sources" % len(binary_sources))
-check(all(rid == "MKL011" for rid, _ in binary_sources), "only MKL is cited by binary: %r" %
-      sorted({rid for rid, _ in binary_sources}))
+cited = {rid for rid, _ in binary_sources}
+check({"MKL011", "CUDA011", "CUDA017", "CUDA021", "CUDA022"} <= cited,
+      "MKL's and the CUDA runtime's messages are cited from their binaries: %r" % sorted(cited))
 
-libdir = test_debs_libdir(*sorted({os.path.basename(s["path"]) for _, s in binary_sources}))
+libdir = test_debs_libdir(*sorted({os.path.basename(s["path"]) for _, s in binary_sources
+                                    if s["path"].startswith("usr/lib/x86_64-linux-gnu/")}))
 root = os.path.dirname(os.path.dirname(os.path.dirname(libdir)))   # .../test-debs/root
 debs = os.path.join(os.path.dirname(root), "debs")
 for rid, s in binary_sources:
@@ -45,14 +47,25 @@ for rid, s in binary_sources:
         listing = subprocess.run(["dpkg-deb", "--contents", fetched[0]], capture_output=True, text=True,
                                  check=True).stdout
         check_in("./" + s["path"], listing, "%s: the package ships the binary" % where)
+    if not os.path.isfile(os.path.join(root, s["path"])):
+        check(False, "%s: the binary was unpacked by scripts/fetch-test-debs.sh" % where)
+        continue
     with open(os.path.join(root, s["path"]), "rb") as f:
         data = f.read()
     needle = b"\0" + s["format"].encode() + b"\0"
     check(needle in data, "%s: the binary holds %r as a C string" % (where, s["format"]))
-    check_eq(s["syntax"], "printf", "%s: MKL prints with printf" % where)
+    # MKL and the toolkit's programs print with printf; the CUDA runtime returns its strings as
+    # they are.
+    check_eq(s["syntax"], "literal" if s["package"] == "libcudart11.0" else "printf",
+             "%s: syntax" % where)
 
 # A wrong citation fails: a format the binary does not hold.
 with open(os.path.join(libdir, "libmkl_core.so"), "rb") as f:
     core = f.read()
 check(b"\0Intel MKL FATAL ERROR: Cannot load %s and %s.\0" not in core, "the check can fail (a wording MKL never used)")
+with open(os.path.join(libdir, "libcudart.so.11.8.89"), "rb") as f:
+    cudart = f.read()
+check(b"\0an illegal memory access was encountered\0" in cudart and
+      b"\0an illegal memory access occurred\0" not in cudart,
+      "the runtime's table holds its own wording and not another")
 finish(os.path.basename(__file__))
