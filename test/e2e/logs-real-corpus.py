@@ -41,8 +41,6 @@ UNCOVERED = {
     "NCCL026": "the settings that disable P2P/SHM appear in threads as workarounds that worked, "
                "never as the logged cause; the rule's examples come from nccl#2057 and "
                "returnn#1469",
-    "CUDA020": "torch's start-up warning on a machine without a driver: its real excerpt in the "
-               "corpus is a healthy CPU-only run (ltp#468)",
 }
 
 
