@@ -2,11 +2,12 @@
 # labels: scenario
 """A closed emitter's message is cited by the binary that prints it (issue 33).
 
-MKL and the CUDA runtime are closed source, so MKL011 cites its messages, and
-the CUDA rules the runtime's error strings (`cudaGetErrorString`) and error
-names, as `[[source]]` tables with `package` (a Debian binary package), `path`
-(the binary in it) and `tag` (the package version). Oracle: the binary itself. For every such source of
-the builtin rules (`rules --json`), the package must be one that
+MKL, the CUDA runtime and the CUDA toolkit are closed source, so MKL011 cites
+MKL's messages, the CUDA rules the runtime's error strings (`cudaGetErrorString`)
+and error names, and JIT012/016/018/030 the messages of ptxas, nvcc and cudafe++,
+as `[[source]]` tables with `package` (a Debian binary package), `path` (the
+binary in it) and `tag` (the package version). Oracle: the binary itself. For
+every such source of the builtin rules (`rules --json`), the package must be one that
 scripts/fetch-test-debs.sh downloads, at the cited version, and its binary
 must hold the cited format string as a NUL-terminated C string (what printf
 is handed). The check fails, never skips, when the packages are missing:
@@ -26,8 +27,9 @@ doc = json.loads(subprocess.run([MLDOCTOR, "rules", "--json"], capture_output=Tr
                                 check=True).stdout)
 binary_sources = [(r["id"], s) for r in doc["rules"] for s in r.get("sources", []) if "package" in s]
 cited = {rid for rid, _ in binary_sources}
-check({"MKL011", "CUDA011", "CUDA017", "CUDA021", "CUDA022"} <= cited,
-      "MKL's and the CUDA runtime's messages are cited from their binaries: %r" % sorted(cited))
+check({"MKL011", "CUDA011", "CUDA017", "CUDA021", "CUDA022", "JIT018", "JIT030"} <= cited,
+      "MKL's, the CUDA runtime's and the toolkit's messages are cited from their binaries: %r"
+      % sorted(cited))
 
 libdir = test_debs_libdir(*sorted({os.path.basename(s["path"]) for _, s in binary_sources
                                     if s["path"].startswith("usr/lib/x86_64-linux-gnu/")}))
