@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format wheel clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format wheel portable clean
 
 all: build
 
@@ -79,11 +79,26 @@ layers-doc:
 format:
 	@tools/format-tree.sh
 
-# dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl: the binary,
-# its shims and the Python package python/mldoctor (scripts/build-wheel.py,
-# standard library only; pip install it into a venv).
-wheel: build
-	@$(PYTHON) scripts/build-wheel.py $(BUILD) dist
+# The portable build in $(PORTABLE_BUILD)/: linked against Debian 11's glibc
+# 2.31 (a sysroot that scripts/make-sysroot.sh downloads and unpacks in
+# $(PORTABLE_BUILD)/sysroot, the machine's apt untouched), so that it runs on
+# glibc 2.28 and newer; fails if any shipped object needs a newer symbol
+# version (tools/check-glibc-versions.py). docs/design.md explains the choice.
+PORTABLE_BUILD ?= build-portable
+portable: deps
+	@scripts/make-sysroot.sh amd64 $(PORTABLE_BUILD)/sysroot
+	@cmake -S . -B $(PORTABLE_BUILD) -G Ninja -DMLD_TESTS=OFF \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/portable-toolchain.cmake \
+	  -DMLD_SYSROOT=$(CURDIR)/$(PORTABLE_BUILD)/sysroot/root >/dev/null
+	@cmake --build $(PORTABLE_BUILD) -j $(JOBS)
+	@$(PYTHON) tools/check-glibc-versions.py --max-glibc 2.28 \
+	  $(PORTABLE_BUILD)/mldoctor $(PORTABLE_BUILD)/libmldoctor-*.so
+
+# dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl: the portable
+# binary, its shims and the Python package python/mldoctor
+# (scripts/build-wheel.py, standard library only; pip install it into a venv).
+wheel: portable
+	@$(PYTHON) scripts/build-wheel.py $(PORTABLE_BUILD) dist
 
 clean:
-	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD) dist
+	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD) $(PORTABLE_BUILD) dist

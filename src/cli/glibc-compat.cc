@@ -8,6 +8,13 @@
 // mldoctor never calls. Defining it here resolves the reference inside the
 // executable (hidden: libraries loaded later keep libc's), with the same contract: a uniformly
 // random 32-bit value from the kernel's CSPRNG (getrandom(2), glibc 2.25).
+//
+// The portable build (MLD_PORTABLE: glibc 2.31's libraries, no version above
+// 2.28 wanted) also defines __libc_single_threaded (glibc 2.32), which
+// libstdc++.a and Vectorscan's archive read before each reference-count
+// update: 0 means "maybe several threads", so they always use atomic
+// operations, which is correct in every process (only the shortcut of a
+// single-threaded one is lost).
 #include <errno.h>
 #include <sys/random.h>
 
@@ -22,3 +29,7 @@ extern "C" __attribute__((visibility("hidden"))) uint32_t arc4random() noexcept 
     if (n < 0 && errno != EINTR) std::abort();  // no entropy source: as glibc, never return a guess
   }
 }
+
+#ifdef MLD_PORTABLE
+extern "C" __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
+#endif

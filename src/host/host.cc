@@ -19,6 +19,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// glibc's <sys/syscall.h> names only the system calls of its own release:
+// 2.31's (the portable build's) predates openat2, the kernel's header has it.
+#ifndef SYS_openat2
+#define SYS_openat2 __NR_openat2
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>

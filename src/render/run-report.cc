@@ -17,9 +17,26 @@ std::string base(const std::string& p) { return std::string(base_name(p)); }
 
 }  // namespace
 
+// The names sigabbrev_np() gives (glibc 2.32+; the portable build links
+// against 2.31), by the platform's own constants, so the numbers are right
+// on every architecture. Real-time signals have no name there either.
 std::string signal_text(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return std::string("SIG") + (name ? name : std::to_string(sig).c_str());
+  static constexpr struct {
+    int number;
+    const char* name;
+  } kNames[] = {
+      {SIGHUP, "HUP"},   {SIGINT, "INT"},       {SIGQUIT, "QUIT"}, {SIGILL, "ILL"},
+      {SIGTRAP, "TRAP"}, {SIGABRT, "ABRT"},     {SIGBUS, "BUS"},   {SIGFPE, "FPE"},
+      {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},     {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"},
+      {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"},     {SIGTERM, "TERM"}, {SIGSTKFLT, "STKFLT"},
+      {SIGCHLD, "CHLD"}, {SIGCONT, "CONT"},     {SIGSTOP, "STOP"}, {SIGTSTP, "TSTP"},
+      {SIGTTIN, "TTIN"}, {SIGTTOU, "TTOU"},     {SIGURG, "URG"},   {SIGXCPU, "XCPU"},
+      {SIGXFSZ, "XFSZ"}, {SIGVTALRM, "VTALRM"}, {SIGPROF, "PROF"}, {SIGWINCH, "WINCH"},
+      {SIGIO, "IO"},     {SIGPWR, "PWR"},       {SIGSYS, "SYS"},
+  };
+  for (const auto& n : kNames)
+    if (n.number == sig) return std::string("SIG") + n.name;
+  return "SIG" + std::to_string(sig);
 }
 
 std::string status_text(const run::LaunchResult& r) {
