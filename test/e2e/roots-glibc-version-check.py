@@ -9,7 +9,11 @@ stat 2.33, pthread_create 2.34) or not (puts 2.2.5, getrandom 2.25); the
 oracle is bullseye's own ld.so running each program in that root: the tool
 says "too new for 2.31" exactly for the programs that loader refuses, and the
 version it names is one the loader's message names. The same is checked for
-a shared object loaded with dlopen() by that root's python3 (ctypes)."""
+a shared object loaded with dlopen() by that root's python3 (ctypes), and for
+a C++ shared object linked against this machine's libstdc++ that calls
+std::to_chars(float) (GLIBCXX_3.4.29, GCC 11): bullseye's libstdc++ (GCC 10)
+refuses it by that version, and the tool, which allows no libstdc++ version
+at all (it is linked statically into what we ship), names it."""
 import os
 import re
 import subprocess
@@ -31,17 +35,25 @@ CASES = {
     "puts": ("puts(\"ok\"); return 0;", "#include <stdio.h>"),
     "getrandom": ("char b[4]; return getrandom(b, 4, 0) == 4 ? 0 : 1;", "#include <sys/random.h>"),
 }
+# C++, built as a shared object only (an executable would also need GLIBC_2.34's
+# __libc_start_main, and ld.so names only the first version it misses).
+CXX_CASES = {
+    "to_chars": ("char b[32]; auto r = std::to_chars(b, b + 31, 1.5f); *r.ptr = 0; return b[0];",
+                 "#include <charconv>"),
+}
+VERSION = r"((?:GLIBC|GLIBCXX|CXXABI|GCC)_[\d.]+)"
 
 
-def build(d, name, body, includes, shared):
-    src = os.path.join(d, name + ".c")
+def build(d, name, body, includes, shared, cxx=False):
+    src = os.path.join(d, name + (".cc" if cxx else ".c"))
     with open(src, "w") as f:
         if shared:
-            f.write("%s\nint probe(void) { %s }\n" % (includes, body))
+            f.write("%s\n%sint probe(void) { %s }\n" % (includes, 'extern "C" ' if cxx else "", body))
         else:
             f.write("%s\nint main(void) { %s }\n" % (includes, body))
     out = os.path.join(d, ("lib%s.so" % name) if shared else name)
-    argv = [mldtest.CC, "-O1", "-o", out, src, "-pthread"] + (["-shared", "-fPIC"] if shared else [])
+    compiler = ["g++", "-std=c++17"] if cxx else [mldtest.CC]
+    argv = compiler + ["-O1", "-o", out, src, "-pthread"] + (["-shared", "-fPIC"] if shared else [])
     p = subprocess.run(argv, capture_output=True, text=True)
     mldtest.check(p.returncode == 0, "gcc %s: %s" % (name, p.stderr))
     return out
@@ -55,34 +67,38 @@ def tool(path, max_glibc):
 def main():
     root = roots.root("bullseye")
     d = mldtest.scratch()
-    for name, (body, includes) in CASES.items():
-        for shared in (False, True):
-            obj = build(d, name, body, includes, shared)
-            verdict = tool(obj, "2.31")
-            mldtest.check(verdict.returncode in (0, 1), "%s: tool failed: %s" % (obj, verdict.stderr))
-            flagged = re.findall(r": (GLIBC_[\d.]+) from ", verdict.stdout)
-            if shared:
-                real = roots.run(root, ["python3", "-c",
-                                        "import ctypes; ctypes.CDLL('/tmp/fx/%s')" % os.path.basename(obj)],
-                                 binds=[(d, "/tmp/fx", "ro")])
-            else:
-                real = roots.run(root, ["/tmp/fx/" + os.path.basename(obj)],
-                                 binds=[(d, "/tmp/fx", "ro")])
-            refused = re.findall(r"version `(GLIBC_[\d.]+)' not found", real.stderr)
-            what = "%s (%s)" % (name, "dlopen" if shared else "exec")
-            mldtest.check_eq(bool(flagged), bool(refused),
-                             "%s: tool flags it for 2.31 exactly when bullseye's loader refuses it "
-                             "(tool: %s; loader rc %d: %s)" % (what, verdict.stdout.strip(),
-                                                               real.returncode, real.stderr.strip()))
-            if refused:
-                mldtest.check(set(refused) <= set(flagged),
-                              "%s: the loader's missing versions %s are among the tool's %s"
-                              % (what, refused, flagged))
-            else:
-                mldtest.check_eq(real.returncode, 0, "%s runs in bullseye: %s" % (what, real.stderr))
-            # Against 2.28 the verdict only tightens: anything too new for 2.31 stays so.
-            if flagged:
-                mldtest.check_eq(tool(obj, "2.28").returncode, 1, "%s: too new for 2.28 too" % what)
+    runs = [(n, b, i, shared, False) for n, (b, i) in CASES.items() for shared in (False, True)]
+    runs += [(n, b, i, True, True) for n, (b, i) in CXX_CASES.items()]
+    for name, body, includes, shared, cxx in runs:
+        obj = build(d, name, body, includes, shared, cxx)
+        verdict = tool(obj, "2.31")
+        mldtest.check(verdict.returncode in (0, 1), "%s: tool failed: %s" % (obj, verdict.stderr))
+        flagged = re.findall(r": %s from " % VERSION, verdict.stdout)
+        if shared:
+            real = roots.run(root, ["python3", "-c",
+                                    "import ctypes; ctypes.CDLL('/tmp/fx/%s')" % os.path.basename(obj)],
+                             binds=[(d, "/tmp/fx", "ro")])
+        else:
+            real = roots.run(root, ["/tmp/fx/" + os.path.basename(obj)],
+                             binds=[(d, "/tmp/fx", "ro")])
+        refused = re.findall(r"version `%s' not found" % VERSION, real.stderr)
+        what = "%s (%s)" % (name, "dlopen" if shared else "exec")
+        if cxx:
+            mldtest.check(any(v.startswith("GLIBCXX_") for v in flagged),
+                          "%s: the tool flags its libstdc++ version: %s" % (what, verdict.stdout))
+        mldtest.check_eq(bool(flagged), bool(refused),
+                         "%s: tool flags it for 2.31 exactly when bullseye's loader refuses it "
+                         "(tool: %s; loader rc %d: %s)" % (what, verdict.stdout.strip(),
+                                                           real.returncode, real.stderr.strip()))
+        if refused:
+            mldtest.check(set(refused) <= set(flagged),
+                          "%s: the loader's missing versions %s are among the tool's %s"
+                          % (what, refused, flagged))
+        else:
+            mldtest.check_eq(real.returncode, 0, "%s runs in bullseye: %s" % (what, real.stderr))
+        # Against 2.28 the verdict only tightens: anything too new for 2.31 stays so.
+        if flagged:
+            mldtest.check_eq(tool(obj, "2.28").returncode, 1, "%s: too new for 2.28 too" % what)
     mldtest.finish("roots-glibc-version-check")
 
 
