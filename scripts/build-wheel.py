@@ -27,7 +27,8 @@ import sys
 import tempfile
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OBJECTS = ("mldoctor", "libmldoctor-audit.so", "libmldoctor-preload.so")
+OBJECTS = ("mldoctor", "libmldoctor-audit.so", "libmldoctor-preload.so", "mldoctor-tls-probe") + tuple(
+    "libmldoctor-tls-reserve-%d.so" % (16 << k) for k in range(6))
 OPTIONAL = ("libmldoctor-mpi.so",)
 MACHINES = {62: "x86_64", 183: "aarch64"}
 SUMMARY = "Finds, explains and fixes the native-layer failures of Python ML jobs (OpenMP/MKL, static TLS, JIT, NCCL)"

@@ -59,10 +59,12 @@ CACHE=${MLD_TEST_ROOTS:-/var/cache/mldoctor/test-roots}
 # compiles against (Debian's torch/include links into /usr/include);
 # Debian 11's and 13's cpp_extension imports setuptools when it loads;
 # python3-dbg is the suite's debug interpreter (python3.Xd), which `stacks`
-# reads from 3.13 on and must refuse, saying why, before.
+# reads from 3.13 on and must refuse, saying why, before; python3-venv and
+# python3-pip install mldoctor's wheel into a venv with the suite's own pip
+# (test/e2e/roots-wheel.py).
 PKGS=(python3 python3-dev python3-torch python3-numba python3-numpy python3-scipy python3-sklearn
       python3-opencv python3-threadpoolctl libomp-dev gcc g++ ninja-build libtorch-dev pybind11-dev
-      python3-setuptools python3-dbg)
+      python3-setuptools python3-dbg python3-venv python3-pip)
 # The versions that decide whether a root is current: what tests assert about
 # and the C library. A daily change of an unrelated sid library does not cost
 # a rebuild.

@@ -245,6 +245,7 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     ctx.shim_dir = *shims;
   }
   ctx.trace_dir = trace_dir;
+  ctx.tls_reserved = lr.tls_room.reserved;
   ctx.child_pid = lr.started ? lr.pid : 0;
   ctx.rules = full_rules ? &rule_set : nullptr;
   // Killed by a signal the kernel or another process sends for a reason the
@@ -325,6 +326,15 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
                 {"processes", procs},           {"not_traced", lr.not_traced_reasons},
                 {"trace_errors", trace.errors}, {"findings", findings},
                 {"incidents", incidents_doc}};
+    {
+      const run::TlsRoomChange& t = lr.tls_room;
+      doc["static_tls_room"] = {
+          {"change_bytes", t.bytes ? json(*t.bytes) : json(nullptr)},
+          {"program", t.program.empty() ? json(nullptr) : json(t.program)},
+          {"probe_change_bytes", t.probe_bytes ? json(*t.probe_bytes) : json(nullptr)},
+          {"reserved_bytes", t.reserved},
+          {"note", t.note.empty() ? json(nullptr) : json(t.note)}};
+    }
     if (opts.logs) {
       json holders = json::array();
       for (const run::LaunchResult::OutputHolder& h : lr.output_holders)
@@ -346,6 +356,19 @@ int run_run(const CommonOptions& common, const RunOptions& opts) {
     std::fprintf(out, "%-9s %s after %.2f s%s\n", "status", render::status_text(lr).c_str(),
                  lr.seconds, stopped.c_str());
     if (lr.output_left_open) std::fprintf(out, "%-9s %s\n", "output", output_text(lr).c_str());
+    if (const run::TlsRoomChange& t = lr.tls_room; t.reserved)
+      std::fprintf(out,
+                   "%-9s under the shims this glibc leaves %lld bytes more static TLS for "
+                   "dlopen(); a %llu-byte reserve was preloaded, so a module that fails "
+                   "without run fails under it%s%s\n",
+                   "tls", static_cast<long long>(*t.bytes),
+                   static_cast<unsigned long long>(t.reserved), t.note.empty() ? "" : "; ",
+                   t.note.c_str());
+    else if (!t.bytes && !ctx.shim_dir.empty())
+      std::fprintf(out,
+                   "%-9s the shims' effect on static TLS was not measured (%s): a module within "
+                   "about 64 bytes of the limit may load under run and fail without it\n",
+                   "tls", t.note.c_str());
     for (const std::string& h : hangs_shown)
       std::fprintf(out, "%-9s reported above while the job ran: %s\n", "hang", h.c_str());
     // A child that only exec'd a program the shims did not load in was

@@ -460,6 +460,8 @@ class TlsSim {
       if (mods_[i].has_tls && o.elf->soname() && *o.elf->soname() == "libc.so.6") libc = i;
     }
     for (u64 a = 0; libc && a < params_.naudit; a++) arena_.try_allocate(mods_[*libc].block, false);
+    if (params_.startup_reserve)
+      arena_.try_allocate(TlsBlock{"reserve", params_.startup_reserve, 16, 0}, false);
     for (size_t i : startup_) mods_[i].relocated = i == 0;  // the executable is done
     std::vector<size_t> initfini = sort_maps(p_, startup_, gone_, params_.glibc);
     // Lazy binding (the startup default) defers TLSDESC before 2.34.

@@ -121,6 +121,9 @@ struct StaticTlsParams {
   u64 rtld_nns = 4;               // glibc.rtld.nns (2.32+)
   u64 optional_static_tls = 512;  // glibc.rtld.optional_static_tls (2.32+)
   u64 naudit = 0;                 // number of LD_AUDIT/DT_AUDIT modules
+  // Bytes of initial-exec TLS that preloaded objects without other effect
+  // take at startup (`run`'s reserve, 16-aligned; taken under LD_AUDIT only).
+  u64 startup_reserve = 0;
   // A thread has been created (RTLD_SINGLE_THREAD_P is false). Only glibc
   // 2.10–2.21 look at it: dlopen then refuses static TLS for a module whose
   // l_tls_modid exceeds DTV_SURPLUS (14).

@@ -213,7 +213,7 @@ std::optional<detect::DeviceProcess> device_facts(const TracedProcess& p) {
 // The real static TLS failure, replayed through the loader model of this
 // process: the program, then each dlopen() root in the order it happened,
 // with and without run's audit module (one more namespace:
-// research/glibc-tls-audit.md §3, 16 bytes less room).
+// research/glibc-tls-audit.md §3) and the reserve it was started with.
 void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx,
                       std::vector<detect::StaticTlsFailure>& out) {
   const FailedLoad* failure = nullptr;
@@ -253,6 +253,7 @@ void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx,
     if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
     loader::StaticTlsParams traced = *params;
     traced.naudit += 1;
+    traced.startup_reserve = ctx.tls_reserved;
     loader::Process plain_process = ld.load_program(exe);
     loader::Process traced_process = plain_process;
     loader::DlopenSequence plain =

@@ -108,6 +108,40 @@ bool needs_preload() {
   return major < 2 || (major == 2 && minor < 35);
 }
 
+// The job's environment as it would be without `run` (what mldoctor got,
+// less our own variables): the probe's baseline.
+std::vector<std::string> plain_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; e++) {
+    std::string v = *e;
+    if (v.starts_with("MLDOCTOR_TRACE_DIR=") || v.starts_with("MLDOCTOR_LIBC_CALLS=")) continue;
+    env.push_back(std::move(v));
+  }
+  return env;
+}
+
+// Adds the static TLS reserve objects to LD_PRELOAD, after ours and before
+// the user's (tls-room.cc).
+void add_reserve(std::vector<std::string>& env, const std::vector<std::string>& objects) {
+  if (objects.empty()) return;
+  std::string list;
+  for (const std::string& o : objects) list += (list.empty() ? "" : ":") + o;
+  for (std::string& v : env)
+    if (v.starts_with("LD_PRELOAD=")) {
+      const std::string old = v.substr(11);
+      const size_t ours = old.find(kPreloadShim);
+      if (ours != std::string::npos) {
+        const size_t end = old.find_first_of(": ", ours);
+        v = "LD_PRELOAD=" + old.substr(0, end) + ":" + list +
+            (end == std::string::npos ? "" : old.substr(end));
+      } else {
+        v = "LD_PRELOAD=" + list + (old.empty() ? "" : ":" + old);
+      }
+      return;
+    }
+  env.push_back("LD_PRELOAD=" + list);
+}
+
 std::vector<std::string> child_environment(const LaunchOptions& o) {
   std::vector<std::string> env;
   std::string audit = o.shim_dir + "/" + kAuditShim;
@@ -416,6 +450,12 @@ LaunchResult launch(const host::Host& host, const LaunchOptions& o) {
   }
   r.not_traced_reasons = untraceable_reasons(host, o.argv[0]);
   std::vector<std::string> env = child_environment(o);
+  // A job that runs `mldoctor run` itself has the reserve in its list already.
+  if (!o.trace_dir.empty() && !getenv("MLDOCTOR_TRACE_DIR")) {
+    r.tls_room =
+        measure_tls_room_change(host, o.argv[0], o.shim_dir, o.trace_dir, plain_environment(), env);
+    add_reserve(env, r.tls_room.reserve_objects);
+  }
   std::vector<char*> envp, argv;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

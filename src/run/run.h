@@ -212,6 +212,8 @@ struct AnalysisContext {
   const rules::RuleSet* rules = nullptr;
   // The command died of a signal: what the machine recorded (gather_death).
   const detect::DeathFacts* death = nullptr;
+  // The static TLS reserve the job's processes were started with (tls-room.cc).
+  u64 tls_reserved = 0;
 };
 
 // Why the shims cannot load in `program` (a path, or a name looked up on
@@ -326,6 +328,27 @@ detect::DeathFacts gather_death(const host::Host& host, const DeathBaseline& bas
                                 const ExitStatus& status, long pid, std::vector<long> job_pids,
                                 std::optional<u64> peak_rss_bytes);
 
+// ─── tls-room.cc ────────────────────────────────────────────────────────────
+
+// What the shims change in the static TLS room of a process (seed 001's
+// resource), measured by tls-probe in the job's environment with and without
+// them, and the reserve that takes an excess back.
+struct TlsRoomChange {
+  std::optional<i64> bytes;         // room with the shims minus room without, for `program`
+  std::optional<i64> probe_bytes;   // the same, measured with the probe (libc's TLS only)
+  std::string program;              // the program the change was computed for ("": the probe's)
+  std::optional<i64> room_without;  // the probe's area minus what it used, TCB included
+  u64 reserved = 0;                 // preloaded reserve, a multiple of 16
+  std::vector<std::string> reserve_objects;
+  std::string note;  // why it was not measured, or why the reserve falls short
+};
+// `program`: the command's argv[0]. `trace_dir` gets a subdirectory for the
+// probe's own events, removed after.
+TlsRoomChange measure_tls_room_change(const host::Host& host, const std::string& program,
+                                      const std::string& shim_dir, const std::string& trace_dir,
+                                      const std::vector<std::string>& plain_env,
+                                      const std::vector<std::string>& shim_env);
+
 // ─── launch.cc ──────────────────────────────────────────────────────────────
 
 struct LaunchOptions {
@@ -369,6 +392,7 @@ struct LaunchResult {
   };
   std::vector<OutputHolder> output_holders;
   std::vector<std::string> not_traced_reasons;  // static binary, setuid, ...
+  TlsRoomChange tls_room;                       // measured before the start
 };
 
 // Where the shims are: $MLDOCTOR_SHIM_DIR, else next to the binary (a build

@@ -108,13 +108,15 @@ def extension(doc, name):
 
 
 # A venv whose site-packages links the root's dist-packages but setuptools
-# and what comes with it; prints the venv's site-packages directory.
+# and what comes with it, and pip (the roots have Debian's python3-pip since
+# roots-wheel.py: this venv stays one without pip); prints the venv's
+# site-packages directory.
 NO_SETUPTOOLS = r'''
 import os, sys, sysconfig
 venv = sys.argv[1]
 site = sysconfig.get_path("purelib", vars={"base": venv, "platbase": venv})
 dist = "/usr/lib/python3/dist-packages"
-left_out = ("setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence")
+left_out = ("setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence", "pip")
 for name in sorted(os.listdir(dist)):
     if not name.startswith(left_out):
         os.symlink(os.path.join(dist, name), os.path.join(site, name))
