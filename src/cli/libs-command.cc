@@ -103,6 +103,25 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
       inputs.push_back({{"path", path}, {"error", error}});
       continue;
     }
+    // Another architecture: resolved as its loader would on this tree, never
+    // by another's rules; one the model does not know is not resolved.
+    if (!loader::loader_modelled(t->machine, t->is_64)) {
+      error = path + ": an " + std::string(elf::machine_name(t->machine)) + " object (ELFCLASS" +
+              (t->is_64 ? "64" : "32") +
+              "): mldoctor models the loaders of x86-64, AArch64 and i386 only; its "
+              "dependencies are not resolved";
+      print_error(error);
+      tool_error = true;
+      inputs.push_back({{"path", path}, {"error", error}});
+      continue;
+    }
+    std::string no_loader;
+    if (const std::string ld = loader::loader_path(t->machine, t->is_64);
+        host.stat(ld).kind != host::FileKind::Regular)
+      no_loader = "no " + std::string(elf::machine_name(t->machine)) + " loader here (" + ld +
+                  " is missing): nothing on this tree can load this object; its dependencies "
+                  "are where that loader would look on this tree. To see them as on its own "
+                  "machine, run mldoctor there, or pass --root with that machine's tree";
     auto it = sessions.find(*t);
     if (it == sessions.end()) it = sessions.emplace(*t, make_session(host, *t, opts.glibc)).first;
     Session& s = it->second;
@@ -123,9 +142,11 @@ int run_libs(const CommonOptions& common, const LibsOptions& opts) {
                 {"objects", render::process_json(p)},
                 {"errors", p.errors},
                 {"version_problems", versions}};
+      if (!no_loader.empty()) j["note"] = no_loader;
       inputs.push_back(std::move(j));
     } else {
       std::fprintf(out, "%s\n", path.c_str());
+      if (!no_loader.empty()) std::fprintf(out, "  note: %s\n", no_loader.c_str());
       if (common.format == OutputFormat::Tree && !p.objects.empty()) {
         std::vector<bool> shown(p.objects.size(), false);
         shown[0] = true;

@@ -294,6 +294,14 @@ struct SearchConfig {
                                GlibcVersion glibc);
 };
 
+// Whether the loader of `e_machine` (ELFCLASS64 when is_64) is modelled:
+// x86-64 (and x32), AArch64 and i386, whose multiarch directories, cache
+// flags and loader names search.cc knows.
+bool loader_modelled(u16 e_machine, bool is_64);
+// That loader's path as Debian installs it ("/lib/ld-linux-aarch64.so.1");
+// "" when not modelled.
+std::string loader_path(u16 e_machine, bool is_64);
+
 // A simulated process (the base namespace): the objects in link-map order.
 struct Process {
   std::vector<Object> objects;

@@ -111,6 +111,12 @@ struct SearchDir {
 
 }  // namespace
 
+bool loader_modelled(u16 e_machine, bool is_64) {
+  return !multiarch_triplet(e_machine, is_64).empty();
+}
+
+std::string loader_path(u16 e_machine, bool is_64) { return default_interp(e_machine, is_64); }
+
 SearchConfig SearchConfig::for_host(const host::Host& host, u16 e_machine, bool is_64,
                                     GlibcVersion glibc) {
   SearchConfig c;
@@ -253,6 +259,7 @@ struct Loader::Impl {
   std::string cwd;
   MappedFile cache_file;
   std::optional<LdCache> cache;
+  std::optional<std::string> cache_note;  // cache_no_entry()
   std::string cache_error;
   std::unordered_map<std::string, bool> dir_exists;
   std::unordered_map<std::string, std::vector<std::string>> existing_subdirs;
@@ -321,6 +328,21 @@ struct Loader::Impl {
                    host.stat(path.empty() || path[0] == '/' ? path : host::join_path(cwd, path)))
                .first;
     return it->second;
+  }
+
+  // "no entry", saying so when the cache holds nothing for this loader at
+  // all (a tree whose ld.so.cache was made for another architecture).
+  std::string cache_no_entry() {
+    if (!cache_note) {
+      const i32 flags = cache_default_flags(config.e_machine, config.is_64);
+      size_t ours = 0;
+      for (const LdCacheEntry& e : cache->entries()) ours += e.flags == flags;
+      cache_note = ours || cache->entries().empty()
+                       ? "no entry"
+                       : "no entry: none of its " + std::to_string(cache->entries().size()) +
+                             " entries is for " + std::string(elf::machine_name(config.e_machine));
+    }
+    return *cache_note;
   }
 
   std::optional<std::string_view> cache_lookup(const std::string& name) {
@@ -795,7 +817,7 @@ class Mapper {
             }
           }
         } else {
-          r.tried.push_back({std::string(name), "ld.so.cache", "no entry"});
+          r.tried.push_back({std::string(name), "ld.so.cache", impl_.cache_no_entry()});
         }
       }
       if (v == Verdict::Continue && !nodeflib) {
