@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format wheel portable test-portable clean
+.PHONY: all build deps doctor test test-fast test-sanitize fuzz fuzz-smoke bench rules-doc guide layers-doc format wheel portable portable-arm64 test-portable clean
 
 all: build
 
@@ -94,6 +94,21 @@ portable: deps
 	@$(PYTHON) tools/check-glibc-versions.py --max-glibc 2.28 \
 	  $(PORTABLE_BUILD)/mldoctor $(PORTABLE_BUILD)/mldoctor-tls-probe $(PORTABLE_BUILD)/libmldoctor-*.so
 
+# The same for aarch64 in $(PORTABLE_ARM64_BUILD)/: Debian's cross compiler
+# against an arm64 sysroot of the same packages; the build's own tools run
+# under qemu-user (docs/design.md, "aarch64").
+PORTABLE_ARM64_BUILD ?= build-portable-arm64
+portable-arm64: deps
+	@scripts/install-deps.sh --cross-arm64
+	@scripts/make-sysroot.sh arm64 $(PORTABLE_ARM64_BUILD)/sysroot
+	@cmake -S . -B $(PORTABLE_ARM64_BUILD) -G Ninja -DMLD_TESTS=OFF -DMLD_TARGET_ARCH=arm64 \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/portable-toolchain.cmake \
+	  -DMLD_SYSROOT=$(CURDIR)/$(PORTABLE_ARM64_BUILD)/sysroot/root >/dev/null
+	@cmake --build $(PORTABLE_ARM64_BUILD) -j $(JOBS)
+	@$(PYTHON) tools/check-glibc-versions.py --max-glibc 2.28 \
+	  $(PORTABLE_ARM64_BUILD)/mldoctor $(PORTABLE_ARM64_BUILD)/mldoctor-tls-probe \
+	  $(PORTABLE_ARM64_BUILD)/libmldoctor-*.so
+
 # The Debian-root oracles (test/e2e/roots-*.py) run against the portable
 # build, whose binary and shims also run in bullseye (glibc 2.31), and its
 # wheel installed with each root's pip (roots-wheel.py). .ci/run runs it.
@@ -106,8 +121,9 @@ test-portable: portable
 # dist/mldoctor-<version>-py3-none-manylinux_<glibc>_<arch>.whl: the portable
 # binary, its shims and the Python package python/mldoctor
 # (scripts/build-wheel.py, standard library only; pip install it into a venv).
-wheel: portable
+wheel: portable portable-arm64
 	@$(PYTHON) scripts/build-wheel.py $(PORTABLE_BUILD) dist
+	@$(PYTHON) scripts/build-wheel.py $(PORTABLE_ARM64_BUILD) dist
 
 clean:
 	rm -rf $(BUILD) build-fuzz $(SANITIZE_BUILD) $(PORTABLE_BUILD) dist

@@ -20,6 +20,7 @@ are printed, the platform wheel's last.
 
     scripts/build-wheel.py [BUILD_DIR [OUT_DIR]]     (make wheel)"""
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -124,7 +125,12 @@ def main(argv):
     for name in OBJECTS:
         if not os.path.isfile(os.path.join(build, name)):
             die("%s is missing: build first (make build)" % os.path.join(build, name))
-    first = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    # A cross build's binary (make portable-arm64) runs under qemu-user
+    # against the sysroot it was linked with.
+    runner = []
+    if machine(exe) != platform.machine():
+        runner = ["qemu-%s-static" % machine(exe), "-L", os.path.join(build, "sysroot", "root")]
+    first = subprocess.run(runner + [exe, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     if first.split()[1:2] != [version]:
         die("%s --version says %r, CMakeLists.txt %s: rebuild" % (exe, first, version))
 
@@ -137,7 +143,8 @@ def main(argv):
         glibc = (2, 17)
         for name in objects:
             stripped = os.path.join(bin_dir, name)
-            subprocess.run(["strip", "--strip-debug", "-o", stripped, os.path.join(build, name)], check=True)
+            strip = "strip" if not runner else "%s-linux-gnu-strip" % machine(exe)
+            subprocess.run([strip, "--strip-debug", "-o", stripped, os.path.join(build, name)], check=True)
             os.chmod(stripped, 0o755)
             glibc = max(glibc, glibc_needed(stripped))
         arch = machine(exe)

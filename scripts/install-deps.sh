@@ -3,6 +3,8 @@
 # that are missing, without prompts. Safe to run repeatedly.
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --build    build dependencies only
+#   scripts/install-deps.sh --cross-arm64  the aarch64 cross compiler and
+#                                      qemu-user (make portable-arm64)
 set -euo pipefail
 
 build_pkgs=(
@@ -24,8 +26,15 @@ test_pkgs=(
   debootstrap
 )
 
-pkgs=("${build_pkgs[@]}")
-if [ "${1:-}" != "--build" ]; then pkgs+=("${test_pkgs[@]}"); fi
+# qemu-user-static brings no binfmt registration here: the build runs its
+# tools through qemu-aarch64-static explicitly.
+cross_arm64_pkgs=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static)
+
+case "${1:-}" in
+  --cross-arm64) pkgs=("${cross_arm64_pkgs[@]}") ;;
+  --build) pkgs=("${build_pkgs[@]}") ;;
+  *) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

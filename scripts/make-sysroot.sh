@@ -47,7 +47,9 @@ STAMP="$ROOT/.mld-sysroot"
 # The suite whose glibc the build links against: Debian 11, glibc 2.31, the
 # oldest on the archive (Debian 10's 2.28 is no longer served there).
 GLIBC_SUITE=bullseye
-GLIBC_PKGS=(libc6 libc6-dev linux-libc-dev libcrypt1 libcrypt-dev)
+# libgcc-s1: the build's own tools run against the sysroot under qemu-user
+# in the aarch64 cross build (make portable-arm64).
+GLIBC_PKGS=(libc6 libc6-dev linux-libc-dev libcrypt1 libcrypt-dev libgcc-s1)
 # What the build links statically or includes, from the machine's release.
 LIB_PKGS=(libvectorscan-dev libpcre2-dev zlib1g-dev libdw-dev libelf-dev libbz2-dev liblzma-dev
           libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libopenmpi-dev libopenmpi3)

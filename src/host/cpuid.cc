@@ -15,7 +15,9 @@
 // moves its thread to each CPU in turn and reads its APIC ID), so the
 // topology leaves are also captured per CPU the same way, and a snapshot
 // records them as further "CPU n:" sections after the first CPU's full dump.
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
 #include <sched.h>
 
 #include <cerrno>

@@ -9,7 +9,9 @@
 // never waited on, and every such refusal is kept for the report.
 #include "host/host.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
