@@ -52,7 +52,7 @@ namespace mld::run {
 namespace {
 
 constexpr const char* kProbe = "mldoctor-tls-probe";
-constexpr int kProbeTimeoutMs = 5000;
+constexpr int kProbeTimeoutMs = 20000;  // a start takes ~5 ms; a loaded machine, much more
 constexpr u64 kLargestReserve = 512;
 
 double monotonic_ms() {
