@@ -245,21 +245,10 @@ void static_tls_facts(const TracedProcess& p, const AnalysisContext& ctx,
   std::optional<loader::GlibcVersion> glibc = loader::parse_glibc_version(im.glibc);
   try {
     if (!glibc) throw std::runtime_error("glibc release unknown");
-    std::string exe = im.exe;
-    const u16 machine = elf::ElfFile::parse(host.open_sparse(exe)).e_machine();
-    loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
-    std::optional<loader::StaticTlsParams> params =
-        loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
-    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
-    loader::StaticTlsParams traced = *params;
-    traced.naudit += 1;
-    traced.startup_reserve = ctx.tls_reserved;
-    loader::Process plain_process = ld.load_program(exe);
-    loader::Process traced_process = plain_process;
-    loader::DlopenSequence plain =
-        loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
-    loader::DlopenSequence under_run =
-        loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
+    ShimComparison models =
+        model_with_and_without_shims(host, im.exe, *glibc, roots, ctx.tls_reserved);
+    const loader::DlopenSequence& plain = models.plain;
+    const loader::DlopenSequence& under_run = models.under_run;
     const loader::DlopenStep& last = under_run.steps.back();
     if (!last.ok) {
       for (const loader::DlopenStep& st : under_run.steps)

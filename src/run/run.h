@@ -342,6 +342,17 @@ struct TlsRoomChange {
   std::vector<std::string> reserve_objects;
   std::string note;  // why it was not measured, or why the reserve falls short
 };
+// `program`'s start-up, then `roots` dlopen()ed in order, through the loader
+// model under `glibc`: plainly, and as under `run` (one more audit module and
+// `reserve` bytes of preloaded static TLS). Throws when the program cannot be
+// modelled (unreadable, an architecture whose static TLS is not modelled).
+struct ShimComparison {
+  loader::DlopenSequence plain, under_run;
+};
+ShimComparison model_with_and_without_shims(const host::Host& host, const std::string& program,
+                                            loader::GlibcVersion glibc,
+                                            const std::vector<std::string>& roots, u64 reserve);
+
 // `program`: the command's argv[0]. `trace_dir` gets a subdirectory for the
 // probe's own events, removed after.
 TlsRoomChange measure_tls_room_change(const host::Host& host, const std::string& program,

@@ -187,19 +187,10 @@ std::optional<i64> modelled_change(const host::Host& host, const std::string& pr
   try {
     std::optional<loader::GlibcVersion> glibc = loader::parse_glibc_version(gnu_get_libc_version());
     if (!glibc) throw std::runtime_error("glibc release unknown");
-    const u16 machine = elf::ElfFile::parse(host.open_sparse(program)).e_machine();
-    loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, *glibc));
-    std::optional<loader::StaticTlsParams> params =
-        loader::StaticTlsParams::for_process(host, machine, *glibc, nullptr);
-    if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
-    loader::StaticTlsParams traced = *params;
-    traced.naudit += 1;
-    loader::Process plain_process = ld.load_program(program);
-    loader::Process traced_process = plain_process;
-    loader::DlopenSequence plain = loader::simulate_dlopen_sequence(ld, plain_process, {}, *params);
-    loader::DlopenSequence under = loader::simulate_dlopen_sequence(ld, traced_process, {}, traced);
-    return (static_cast<i64>(under.static_size) - static_cast<i64>(under.startup_used)) -
-           (static_cast<i64>(plain.static_size) - static_cast<i64>(plain.startup_used));
+    ShimComparison c = model_with_and_without_shims(host, program, *glibc, {}, 0);
+    return (static_cast<i64>(c.under_run.static_size) -
+            static_cast<i64>(c.under_run.startup_used)) -
+           (static_cast<i64>(c.plain.static_size) - static_cast<i64>(c.plain.startup_used));
   } catch (const std::exception& e) {
     *why = program + ": " + e.what();
     return std::nullopt;
@@ -207,6 +198,25 @@ std::optional<i64> modelled_change(const host::Host& host, const std::string& pr
 }
 
 }  // namespace
+
+ShimComparison model_with_and_without_shims(const host::Host& host, const std::string& program,
+                                            loader::GlibcVersion glibc,
+                                            const std::vector<std::string>& roots, u64 reserve) {
+  const u16 machine = elf::ElfFile::parse(host.open_sparse(program)).e_machine();
+  loader::Loader ld(host, loader::SearchConfig::for_host(host, machine, true, glibc));
+  std::optional<loader::StaticTlsParams> params =
+      loader::StaticTlsParams::for_process(host, machine, glibc, nullptr);
+  if (!params) throw std::runtime_error("static TLS is not modelled for this architecture");
+  loader::StaticTlsParams traced = *params;
+  traced.naudit += 1;
+  traced.startup_reserve = reserve;
+  loader::Process plain_process = ld.load_program(program);
+  loader::Process traced_process = plain_process;
+  ShimComparison c;
+  c.plain = loader::simulate_dlopen_sequence(ld, plain_process, roots, *params);
+  c.under_run = loader::simulate_dlopen_sequence(ld, traced_process, roots, traced);
+  return c;
+}
 
 TlsRoomChange measure_tls_room_change(const host::Host& host, const std::string& program,
                                       const std::string& shim_dir, const std::string& trace_dir,

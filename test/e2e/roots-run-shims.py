@@ -144,6 +144,8 @@ for k in $(seq 1 399); do cp /tmp/room/m0.so /tmp/room/m$k.so; done
 python3 -c "$ROOM_JOB" >/tmp/out/room-plain.out 2>/tmp/out/room-plain.err
 /tmp/mld/mldoctor run --json --report /tmp/out/room-report.json -- python3 -c "$ROOM_JOB" \
   >/tmp/out/room-run.out 2>/tmp/out/room-run.err
+/tmp/mld/mldoctor run --report /tmp/out/room-report.txt -- python3 -c "$ROOM_JOB" \
+  >/tmp/out/room-text.out 2>/tmp/out/room-text.err
 '''
 
 
@@ -326,6 +328,18 @@ def room_part(suite, d, figures):
                 % (suite, r, p))
     ok &= check(room["change_bytes"] is not None, "%s: run did not measure the shims' effect: %s"
                 % (suite, room["note"]))
+    if room["change_bytes"] is not None:
+        want = max(0, (room["change_bytes"] + 15) // 16 * 16)
+        ok &= check_eq(room["reserved_bytes"], want, "%s: the reserve is the change rounded up to 16" % suite)
+        # The text report says so exactly when a reserve was taken.
+        text = read(d, "room-report.txt") or ""
+        line = re.search(r"^tls +under the shims this glibc leaves (\d+) bytes more static TLS for dlopen\(\); "
+                         r"a (\d+)-byte reserve was preloaded", text, re.M)
+        if want:
+            ok &= check(line and (int(line.group(1)), int(line.group(2))) == (room["change_bytes"], want),
+                        "%s: the text report's tls line for a %d-byte reserve:\n%s" % (suite, want, text[-1500:]))
+        else:
+            ok &= check("\ntls " not in text, "%s: a tls line without a reserve:\n%s" % (suite, text[-1500:]))
     figures["TLS room"] = (int(ok), 1)
 
 
